@@ -1,0 +1,23 @@
+"""Float cell engines (LSTM, GRU, RNN, dense) over canonical weights, with storage-rounding hooks."""
+
+from .activations import ACTIVATION_NAMES, Activation, parse_activations
+from .dense import dense
+from .gru import gru_sequence
+from .lstm import lstm_sequence
+from .rnn import rnn_sequence
+from .rounding import BF16, EXACT, FP16, POINTS, RoundingPolicy
+
+__all__ = [
+    "ACTIVATION_NAMES",
+    "Activation",
+    "parse_activations",
+    "dense",
+    "gru_sequence",
+    "lstm_sequence",
+    "rnn_sequence",
+    "BF16",
+    "EXACT",
+    "FP16",
+    "POINTS",
+    "RoundingPolicy",
+]

@@ -1,0 +1,146 @@
+"""Float GRU engine: ONNX GRU (both ``linear_before_reset`` forms), PyTorch, Keras and TFLite GRUs.
+
+Canonical inputs (gate order z, r, n; z = update, r = reset, n = candidate; matrices out x in):
+x [T, B, I]; W [D, 3H, I]; R [D, 3H, H]; b_x, b_h [D, 3H] (double bias); h0 [D, B, H].
+
+    z = f(x·Wzᵀ + h·Rzᵀ + bxz + bhz)          r = f(x·Wrᵀ + h·Rrᵀ + bxr + bhr)
+    n = g(x·Wnᵀ + (r ⊙ h)·Rnᵀ + bhn + bxn)    linear_before_reset = False (ONNX default, Keras reset_after=False)
+    n = g(x·Wnᵀ + bxn + r ⊙ (h·Rnᵀ + bhn))    linear_before_reset = True  (PyTorch, Keras reset_after=True)
+    h' = (1 - z) ⊙ n + z ⊙ h
+
+``clip`` clamps the three pre-activations before f/g (onnxruntime).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .activations import Activation
+from .recurrence import (
+    SequencePlan,
+    activation_applier,
+    clipper,
+    final_rows,
+    project_inputs,
+    restore_time_order,
+)
+from .rounding import EXACT, RoundingPolicy
+
+
+def gru_sequence(
+    x: np.ndarray,
+    W: np.ndarray,
+    R: np.ndarray,
+    b_x: np.ndarray | None,
+    b_h: np.ndarray | None,
+    h0: np.ndarray,
+    *,
+    reverse: Sequence[bool],
+    acts: Sequence[Sequence[Activation]],
+    lens: np.ndarray | None = None,
+    clip: float | None = None,
+    linear_before_reset: bool = False,
+    policy: RoundingPolicy = EXACT,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run a GRU over a sequence. Returns Y [T, D, B, H] and Y_h [D, B, H]; ``acts[d]`` = (f, g)."""
+    T, B, _ = x.shape
+    D, H3 = W.shape[0], W.shape[1]
+    H = H3 // 3
+    dt = x.dtype
+    rw, ri = policy.get("weights"), policy.get("inputs")
+    r_pre, r_gate, r_hid, r_out = (policy.get(p) for p in ("preact", "gates", "hidden", "outputs"))
+
+    # Biases folded into the input projection: everything except, with linear_before_reset, the candidate's
+    # recurrent bias, which sits inside r ⊙ (...).
+    bias = np.zeros((D, H3), dt)
+    if b_x is not None:
+        bias += b_x
+    b_hn = None
+    if b_h is not None:
+        if linear_before_reset:
+            bias[:, : 2 * H] += b_h[:, : 2 * H]
+            b_hn = b_h[:, None, 2 * H :].copy()  # [D, 1, H]
+        else:
+            bias += b_h
+    Wc = W.copy() if rw is not None else W
+    RT = np.ascontiguousarray(R.transpose(0, 2, 1))  # [D, H, 3H]
+    if rw is not None:
+        for arr in (Wc, RT, bias, b_hn):
+            if arr is not None:
+                rw(arr)
+    RT_zr, RT_n = np.ascontiguousarray(RT[:, :, : 2 * H]), np.ascontiguousarray(RT[:, :, 2 * H :])
+
+    plan = SequencePlan(T, B, lens)
+    x = plan.sort_batch(x, 1)
+    h_prev = plan.sort_batch(h0, 1)
+    if ri is not None:
+        x, h_prev = np.array(x, copy=True), np.array(h_prev, copy=True)
+        ri(x)
+        ri(h_prev)
+    G = project_inputs(x, Wc, bias, reverse, plan)
+
+    act_f = activation_applier([a[0] for a in acts], D)
+    act_g = activation_applier([a[1] for a in acts], D)
+    clamp = clipper(clip)
+    if linear_before_reset:
+        acc = np.empty((D, B, H3), dt)
+    else:
+        acc = np.empty((D, B, 2 * H), dt)
+        cand = np.empty((D, B, H), dt)
+        rh = np.empty((D, B, H), dt)
+    Yp = np.zeros((T, D, B, H), dt) if plan.lens is not None else np.empty((T, D, B, H), dt)
+
+    for s, n in plan.steps():
+        hp = h_prev[:, :n]
+        g = G[:, s, :n]
+        a = acc[:, :n]
+        if linear_before_reset:
+            np.matmul(hp, RT, out=a)
+            zr, nn = a[:, :, : 2 * H], a[:, :, 2 * H :]
+            zr += g[:, :, : 2 * H]
+        else:
+            np.matmul(hp, RT_zr, out=a)
+            zr = a
+            zr += g[:, :, : 2 * H]
+        if clamp is not None:
+            clamp(zr)
+        if r_pre is not None:
+            r_pre(zr)
+        act_f(zr)
+        if r_gate is not None:
+            r_gate(zr)
+        z, r = zr[:, :, :H], zr[:, :, H:]
+        if linear_before_reset:
+            if b_hn is not None:
+                nn += b_hn
+            nn *= r
+        else:
+            nn = cand[:, :n]
+            t = rh[:, :n]
+            np.multiply(r, hp, out=t)
+            np.matmul(t, RT_n, out=nn)
+        nn += g[:, :, 2 * H :]
+        if clamp is not None:
+            clamp(nn)
+        if r_pre is not None:
+            r_pre(nn)
+        act_g(nn)
+        if r_gate is not None:
+            r_gate(nn)
+        # h' = n + z ⊙ (h - n)
+        hn = Yp[s, :, :n]
+        np.subtract(hp, nn, out=hn)
+        hn *= z
+        hn += nn
+        if r_hid is not None:
+            r_hid(hn)
+        h_prev = Yp[s]
+
+    Y_h = plan.unsort_batch(final_rows(Yp, h0, plan), 1)
+    Y = plan.unsort_batch(restore_time_order(Yp, reverse, plan), 2)
+    if r_out is not None:
+        r_out(Y)
+        r_out(Y_h)
+    return Y, Y_h

@@ -1,0 +1,228 @@
+"""Float LSTM engine: the union of ONNX, PyTorch, Keras and TFLite LSTM options.
+
+Canonical inputs (gate order i, f, g, o; g = cell candidate; matrices out x in, i.e. ``x @ W.T``):
+
+==========  ==================  =====================================================================
+x           [T, B, I]           time-major input
+W           [D, 4H, I]          input weights
+R           [D, 4H, Hp]         recurrent weights (Hp = projection size, or H); [D, 4H] when diagonal
+b_x, b_h    [D, 4H]             input-side and recurrent-side biases (double-bias convention)
+h0, c0      [D, B, Hp], [D, B, H]
+P           [D, 3, H]           peepholes, order i, f, o; the output gate uses the *new* cell
+proj_W      [D, Hp, H]          projection (PyTorch ``proj_size``, TFLite projection), proj_b [D, Hp]
+ln          [D, 4, H]           TFLite layer-norm coefficients (i, f, g, o)
+==========  ==================  =====================================================================
+
+Per step (onnxruntime order): pre-activation = x·Wᵀ + h·Rᵀ (or R ⊙ h if diagonal) + peephole + biases;
+with layer norm the bias is added *after* normalising over the H units of each gate (ε = 1e-8 inside the
+square root, as TFLite); ``clip`` clamps every pre-activation; i, f, o use activation f, the candidate g,
+the output h(c). ``coupling``: ``"input_forget"`` (ONNX, f = 1 - i) or ``"cifg"`` (TFLite, i = 1 - f).
+``cell_clip`` clamps the new cell (TFLite); the projection ``h = m·proj_Wᵀ + proj_b`` with ``proj_clip``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .activations import Activation
+from .recurrence import (
+    SequencePlan,
+    activation_applier,
+    clipper,
+    final_rows,
+    project_inputs,
+    restore_time_order,
+)
+from .rounding import EXACT, RoundingPolicy
+
+# the engine's internal gate order: the three sigmoid-type gates first (one contiguous block), candidate last
+_COMPUTE_ORDER = (0, 1, 3, 2)  # i, f, o, g taken from canonical i, f, g, o
+LN_EPSILON = 1e-8
+
+
+def _regate(a: np.ndarray, axis: int, G: int = 4) -> np.ndarray:
+    """Reorder the gate blocks along ``axis`` from canonical (i, f, g, o) to compute order (i, f, o, g)."""
+    shape = a.shape
+    H = shape[axis] // G
+    blocks = a.reshape(shape[:axis] + (G, H) + shape[axis + 1 :])
+    return np.ascontiguousarray(np.take(blocks, _COMPUTE_ORDER, axis=axis)).reshape(shape)
+
+
+def lstm_sequence(
+    x: np.ndarray,
+    W: np.ndarray,
+    R: np.ndarray,
+    b_x: np.ndarray | None,
+    b_h: np.ndarray | None,
+    h0: np.ndarray,
+    c0: np.ndarray,
+    *,
+    reverse: Sequence[bool],
+    acts: Sequence[Sequence[Activation]],
+    lens: np.ndarray | None = None,
+    P: np.ndarray | None = None,
+    clip: float | None = None,
+    coupling: str | None = None,
+    cell_clip: float | None = None,
+    proj_W: np.ndarray | None = None,
+    proj_b: np.ndarray | None = None,
+    proj_clip: float | None = None,
+    ln: np.ndarray | None = None,
+    policy: RoundingPolicy = EXACT,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run an LSTM over a sequence. Returns Y [T, D, B, Hp], Y_h [D, B, Hp], Y_c [D, B, H].
+
+    Inputs are validated canonical arrays in one float dtype (the compute dtype); ``acts[d]`` holds the
+    (f, g, h) activations of direction d. Nothing the caller passed is modified.
+    """
+    T, B, _ = x.shape
+    D, H4 = W.shape[0], W.shape[1]
+    H = H4 // 4
+    diagonal = R.ndim == 2
+    Hp = proj_W.shape[1] if proj_W is not None else H
+    dt = x.dtype
+    rw, ri = policy.get("weights"), policy.get("inputs")
+    r_pre, r_gate, r_cell = policy.get("preact"), policy.get("gates"), policy.get("cell")
+    r_hid, r_out = policy.get("hidden"), policy.get("outputs")
+
+    # ---- weights in compute order, pre-transposed for row-vector GEMMs, rounded once --------------------
+    Wc = _regate(W, 1)
+    bias = None
+    if b_x is not None or b_h is not None:
+        bias = np.zeros((D, H4), dt)
+        for b in (b_x, b_h):
+            if b is not None:
+                bias += b
+        bias = _regate(bias, 1)
+    if diagonal:
+        Rc = _regate(R, 1).reshape(D, 1, 4, H)
+    else:
+        Rc = np.ascontiguousarray(_regate(R, 1).transpose(0, 2, 1))  # [D, Hp, 4H]
+    P_if = None if P is None else P[:, None, 0:2].copy()  # [D, 1, 2, H]
+    P_o = None if P is None else P[:, None, 2].copy()  # [D, 1, H]
+    ln_c = None if ln is None else _regate(ln, 1).reshape(D, 1, 4, H)
+    projT = None if proj_W is None else np.ascontiguousarray(proj_W.transpose(0, 2, 1))  # [D, H, Hp]
+    pb = None if proj_b is None else proj_b.reshape(D, 1, Hp).copy()
+    if rw is not None:
+        for arr in (Wc, bias, Rc, P_if, P_o, ln_c, projT, pb):
+            if arr is not None:
+                rw(arr)
+    # with layer norm the bias goes in after normalisation, so it is not folded into the projection
+    ln_bias = None if ln_c is None or bias is None else bias.reshape(D, 1, 4, H)
+
+    plan = SequencePlan(T, B, lens)
+    x = plan.sort_batch(x, 1)
+    h_prev = plan.sort_batch(h0, 1)
+    c = np.array(plan.sort_batch(c0, 1), dtype=dt, copy=True)
+    if ri is not None:
+        x = np.array(x, copy=True)
+        h_prev = np.array(h_prev, copy=True)
+        for arr in (x, h_prev, c):
+            ri(arr)
+    G = project_inputs(x, Wc, None if ln_c is not None else bias, reverse, plan)
+
+    act_f = activation_applier([a[0] for a in acts], D)
+    act_g = activation_applier([a[1] for a in acts], D)
+    act_h = activation_applier([a[2] for a in acts], D)
+    clamp = clipper(clip)
+    cclamp = clipper(cell_clip)
+    pclamp = clipper(proj_clip)
+    peep_o = P_o is not None
+    # gates activated before the cell update: i, f (and o unless its peephole needs the new cell)
+    n_early = 2 * H if peep_o else 3 * H
+
+    acc = np.empty((D, B, H4), dt)
+    m_buf = np.empty((D, B, H), dt) if projT is not None else None
+    Yp = np.zeros((T, D, B, Hp), dt) if plan.lens is not None else np.empty((T, D, B, Hp), dt)
+
+    def layer_norm(a4: np.ndarray, gates: slice) -> None:
+        v = a4[:, :, gates]
+        mean = v.mean(axis=-1, keepdims=True)
+        v -= mean
+        var = np.mean(v * v, axis=-1, keepdims=True)
+        v /= np.sqrt(var + LN_EPSILON)
+        v *= ln_c[:, :, gates]
+        if ln_bias is not None:
+            v += ln_bias[:, :, gates]
+
+    for s, n in plan.steps():
+        a = acc[:, :n]
+        cc = c[:, :n]
+        hp = h_prev[:, :n]
+        if diagonal:
+            np.multiply(hp[:, :, None, :], Rc, out=a.reshape(D, n, 4, H))
+        else:
+            np.matmul(hp, Rc, out=a)
+        a += G[:, s, :n]
+        a4 = a.reshape(D, n, 4, H)
+        if P_if is not None:
+            a4[:, :, 0:2] += P_if * cc[:, :, None]
+        if ln_c is not None:
+            layer_norm(a4, slice(0, 2) if peep_o else slice(0, 3))
+            layer_norm(a4, slice(3, 4))
+        early, cand = a[:, :, :n_early], a[:, :, 3 * H :]
+        if clamp is not None:
+            clamp(early)
+            clamp(cand)
+        if r_pre is not None:
+            r_pre(early)
+            r_pre(cand)
+        act_f(early)
+        act_g(cand)
+        gi, gf = a[:, :, 0:H], a[:, :, H : 2 * H]
+        if coupling == "input_forget":
+            np.subtract(1, gi, out=gf)
+        elif coupling == "cifg":
+            np.subtract(1, gf, out=gi)
+        if r_gate is not None:
+            r_gate(early)
+            r_gate(cand)
+        # c = f * c + i * g
+        cc *= gf
+        gi *= cand
+        cc += gi
+        if cclamp is not None:
+            cclamp(cc)
+        if r_cell is not None:
+            r_cell(cc)
+        go = a[:, :, 2 * H : 3 * H]
+        if peep_o:
+            go += P_o * cc
+            if ln_c is not None:
+                layer_norm(a4, slice(2, 3))
+            if clamp is not None:
+                clamp(go)
+            if r_pre is not None:
+                r_pre(go)
+            act_f(go)
+            if r_gate is not None:
+                r_gate(go)
+        # h = o * h(c), then the optional projection
+        hn = Yp[s, :, :n]
+        m = hn if m_buf is None else m_buf[:, :n]
+        m[...] = cc
+        act_h(m)
+        m *= go
+        if m_buf is not None:
+            if r_hid is not None:
+                r_hid(m)
+            np.matmul(m, projT, out=hn)
+            if pb is not None:
+                hn += pb
+            if pclamp is not None:
+                pclamp(hn)
+        if r_hid is not None:
+            r_hid(hn)
+        h_prev = Yp[s]
+
+    Y_h = plan.unsort_batch(final_rows(Yp, h0, plan), 1)
+    if plan.lens is not None:
+        c[:, plan.lens_sorted == 0] = 0
+    Y_c = plan.unsort_batch(c, 1)
+    Y = plan.unsort_batch(restore_time_order(Yp, reverse, plan), 2)
+    if r_out is not None:
+        for arr in (Y, Y_h, Y_c):
+            r_out(arr)
+    return Y, Y_h, Y_c

@@ -1,0 +1,180 @@
+"""Sequence plumbing shared by the LSTM, GRU and RNN engines.
+
+The engines run every direction as a *forward* walk over "processing steps" s = 0 … T-1:
+
+* the backward direction reads its input in reversed order — over the valid prefix only when
+  ``sequence_lens`` is given (onnxruntime semantics), so processing step s of batch row b reads x[len_b-1-s];
+* with ``sequence_lens``, batch rows are sorted by descending length so the rows still running at step s are a
+  prefix ``[:n_s]`` (the PackedSequence idea): a finished row is never touched again, which keeps its final state
+  and leaves its later outputs zero;
+* the input projection of all timesteps is one GEMM per direction before the loop;
+* the state of step s is written straight into the output buffer ``Yp[s]`` (processing order), so no copy is made
+  per step; the backward half is put back at its original time index once, after the loop.
+
+All arrays here are in the engines' compute dtype (float32 or float64).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..errors import AttributeValueError
+
+DIRECTIONS = ("forward", "reverse", "bidirectional")
+MERGE_MODES = ("stack", "concat", "sum", "mul", "ave")
+
+
+def direction_flags(direction: str) -> tuple[bool, ...]:
+    """The per-direction "runs backwards" flags of an ONNX direction string."""
+    if direction == "forward":
+        return (False,)
+    if direction == "reverse":
+        return (True,)
+    if direction == "bidirectional":
+        return (False, True)
+    raise AttributeValueError(f"direction: expected one of {DIRECTIONS}, got {direction!r}")
+
+
+class SequencePlan:
+    """Batch ordering, per-step active row counts and time reversal for one call."""
+
+    def __init__(self, T: int, B: int, lens: np.ndarray | None):
+        self.T, self.B = T, B
+        if lens is not None and np.all(lens == T):
+            lens = None
+        self.lens = lens
+        if lens is None:
+            self.order = None
+            self.lens_sorted = None
+            self.active = None
+            self.rev_index = None
+            return
+        order = np.argsort(-lens, kind="stable")
+        self.order = order
+        self.inverse = np.argsort(order)
+        ls = lens[order]
+        self.lens_sorted = ls
+        steps = np.arange(T)
+        # number of rows still running at each processing step
+        self.active = (ls[None, :] > steps[:, None]).sum(axis=1)
+        # rev_index[s, b]: the time index processing step s of row b reads in a backward walk (an involution
+        # on the valid prefix; padded steps map to themselves)
+        self.rev_index = np.where(steps[:, None] < ls[None, :], ls[None, :] - 1 - steps[:, None], steps[:, None])
+
+    def sort_batch(self, a: np.ndarray, axis: int) -> np.ndarray:
+        """``a`` with its batch axis put in processing order (a no-op without sequence_lens)."""
+        return a if self.order is None else np.take(a, self.order, axis=axis)
+
+    def unsort_batch(self, a: np.ndarray, axis: int) -> np.ndarray:
+        return a if self.order is None else np.take(a, self.inverse, axis=axis)
+
+    def reverse_time(self, a: np.ndarray) -> np.ndarray:
+        """Reverse the valid prefix of each (sorted) batch row of a [T, B, ...] array."""
+        if self.rev_index is None:
+            return a[::-1]
+        return a[self.rev_index, np.arange(self.B)]
+
+    def steps(self):
+        """Yield (s, n_active) for every processing step that has at least one active row."""
+        if self.active is None:
+            for s in range(self.T):
+                yield s, self.B
+        else:
+            for s in range(self.T):
+                n = int(self.active[s])
+                if n == 0:
+                    return
+                yield s, n
+
+
+def project_inputs(
+    x: np.ndarray, W: np.ndarray, b: np.ndarray | None, reverse: Sequence[bool], plan: SequencePlan
+) -> np.ndarray:
+    """Input projections of every timestep, in processing order: G[d, s] = x_d[s] @ W[d].T + b[d].
+
+    x: [T, B, I] (batch already sorted); W: [D, GH, I]; b: [D, GH] or None. Returns G: [D, T, B, GH].
+    One GEMM per direction over all T*B rows.
+    """
+    T, B, I = x.shape
+    D, GH, _ = W.shape
+    G = np.empty((D, T, B, GH), dtype=x.dtype)
+    xr = None
+    for d in range(D):
+        if reverse[d]:
+            if xr is None:
+                xr = np.ascontiguousarray(plan.reverse_time(x))
+            xd = xr
+        else:
+            xd = x
+        np.matmul(xd.reshape(T * B, I), W[d].T, out=G[d].reshape(T * B, GH))
+        if b is not None:
+            G[d] += b[d]
+    return G
+
+
+def restore_time_order(Yp: np.ndarray, reverse: Sequence[bool], plan: SequencePlan) -> np.ndarray:
+    """Y [T, D, B, H] at original time indices from the processing-order buffer Yp [T, D, B, H]."""
+    if not any(reverse):
+        return Yp
+    Y = np.empty_like(Yp)
+    for d, rev in enumerate(reverse):
+        Y[:, d] = plan.reverse_time(Yp[:, d]) if rev else Yp[:, d]
+    return Y
+
+
+def final_rows(Yp: np.ndarray, h0: np.ndarray, plan: SequencePlan) -> np.ndarray:
+    """The last hidden state [D, B, H] of each (sorted) row: Yp at its last valid step; 0 for length 0."""
+    if plan.lens_sorted is None:
+        return Yp[-1].copy() if plan.T else h0.copy()
+    ls = plan.lens_sorted
+    last = np.maximum(ls - 1, 0)
+    out = Yp[last, :, np.arange(plan.B)].transpose(1, 0, 2).copy()
+    out[:, ls == 0] = 0
+    return out
+
+
+def activation_applier(per_direction: Sequence, D: int) -> Callable[[np.ndarray], None]:
+    """A function applying per-direction activations to a [D, n, W] view in place (one call when all match)."""
+    first = per_direction[0]
+    if all(a == first for a in per_direction):
+        return first.apply
+
+    def apply(v: np.ndarray) -> None:
+        for d in range(D):
+            per_direction[d].apply(v[d])
+
+    return apply
+
+
+def clipper(clip: float | None) -> Callable[[np.ndarray], None] | None:
+    """In-place clamp to [-clip, clip], or None when clip is None."""
+    if clip is None:
+        return None
+    lo, hi = -float(clip), float(clip)
+
+    def apply(v: np.ndarray) -> None:
+        np.clip(v, lo, hi, out=v)
+
+    return apply
+
+
+def merge_directions(Y: np.ndarray, merge: str) -> np.ndarray:
+    """Merge the direction axis of Y [T, D, B, H].
+
+    ``stack`` keeps ONNX's [T, D, B, H]; ``concat`` gives [T, B, D*H] (forward first, as PyTorch and Keras);
+    ``sum``, ``mul`` and ``ave`` give [T, B, H].
+    """
+    if merge == "stack":
+        return Y
+    if merge == "concat":
+        T, D, B, H = Y.shape
+        return np.ascontiguousarray(Y.transpose(0, 2, 1, 3)).reshape(T, B, D * H)
+    if merge == "sum":
+        return Y.sum(axis=1)
+    if merge == "mul":
+        return np.prod(Y, axis=1)
+    if merge == "ave":
+        return Y.mean(axis=1)
+    raise AttributeValueError(f"merge: expected one of {MERGE_MODES}, got {merge!r}")

@@ -1,0 +1,90 @@
+"""Argument checks shared by the public entry points; every message names the argument, the expectation and
+the value received."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .errors import AttributeValueError, DTypeError, SequenceLengthError, ShapeError
+
+FLOAT_DTYPES = (np.float16, np.float32, np.float64)
+
+
+def as_float_array(a, argument: str) -> np.ndarray:
+    """``a`` as a NumPy float array (float16, bfloat16, float32 or float64), or raise DTypeError."""
+    try:
+        arr = np.asarray(a)
+    except Exception as exc:  # noqa: BLE001 - anything array-like that numpy refuses
+        raise DTypeError(f"{argument}: expected a float array, got {type(a).__name__}") from exc
+    if arr.dtype.kind != "f" and arr.dtype.name != "bfloat16":
+        raise DTypeError(f"{argument}: expected a float array (float16/bfloat16/float32/float64), got dtype "
+                         f"{arr.dtype}")
+    return arr
+
+
+def check_shape(arr: np.ndarray, expected: tuple, argument: str, meaning: str) -> None:
+    """Raise ShapeError unless ``arr.shape == expected``; ``meaning`` spells the dimensions."""
+    if arr.shape != tuple(expected):
+        raise ShapeError(f"{argument}: expected shape {tuple(expected)} {meaning}, got {arr.shape}")
+
+
+def check_rank(arr: np.ndarray, rank: int, argument: str, meaning: str) -> None:
+    if arr.ndim != rank:
+        raise ShapeError(f"{argument}: expected a {rank}-D array {meaning}, got shape {arr.shape}")
+
+
+def positive_int(value, argument: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise AttributeValueError(f"{argument}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def optional_positive_float(value, argument: str) -> float | None:
+    """None, or a finite float > 0 (clip thresholds)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
+        raise AttributeValueError(f"{argument}: expected a positive finite number or None, got {value!r}")
+    return float(value)
+
+
+def flag(value, argument: str) -> bool:
+    """An ONNX 0/1 integer flag or a bool."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return bool(value)
+    raise AttributeValueError(f"{argument}: expected 0 or 1, got {value!r}")
+
+
+def choice(value, options: tuple, argument: str):
+    if value not in options:
+        raise AttributeValueError(f"{argument}: expected one of {options}, got {value!r}")
+    return value
+
+
+def sequence_lengths(lens, T: int, B: int, argument: str = "sequence_lens") -> np.ndarray | None:
+    """Validate per-batch lengths: integers, shape [B], 0 <= len <= T. Returns int64 or None."""
+    if lens is None:
+        return None
+    arr = np.asarray(lens)
+    if arr.dtype.kind not in "iu":
+        raise DTypeError(f"{argument}: expected an integer array (int32), got dtype {arr.dtype}")
+    check_shape(arr, (B,), argument, "(batch_size,)")
+    bad = (arr < 0) | (arr > T)
+    if np.any(bad):
+        raise SequenceLengthError(
+            f"{argument}: expected every length in [0, {T}] (the sequence length), got "
+            f"{arr[bad].tolist()[:8]} at batch index {np.flatnonzero(bad).tolist()[:8]}"
+        )
+    return arr.astype(np.int64)
+
+
+def compute_dtype(x: np.ndarray, dtype=None) -> np.dtype:
+    """The engine's compute dtype: ``dtype`` if given, else float64 for float64 input, float32 otherwise."""
+    if dtype is None:
+        return np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise DTypeError(f"dtype: expected float32 or float64 as the compute dtype, got {dt}")
+    return dt

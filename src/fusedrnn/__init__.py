@@ -2,7 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import conventions, ops
+from . import conventions, ops, targets
 from .errors import (
     AttributeValueError,
     ConversionError,
@@ -13,6 +13,7 @@ from .errors import (
     UnknownTargetError,
     UnsupportedFeatureError,
 )
+from .layers import GRU, LSTM, RNN, Stack
 
 try:
     __version__ = version("fusedrnn")
@@ -23,6 +24,11 @@ __all__ = [
     "__version__",
     "conventions",
     "ops",
+    "targets",
+    "LSTM",
+    "GRU",
+    "RNN",
+    "Stack",
     "AttributeValueError",
     "ConversionError",
     "DTypeError",

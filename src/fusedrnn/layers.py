@@ -1,0 +1,496 @@
+"""Layer objects: ``LSTM``, ``GRU``, ``RNN`` hold canonical weights and options; calling one runs it.
+
+Canonical form (see :mod:`fusedrnn.conventions`): gate order LSTM (i, f, g, o), GRU (z, r, n); matrices
+out x in per direction, W [D, G*H, I], R [D, G*H, Hp]; double bias ``b_x``, ``b_h`` [D, G*H].
+
+``y, state = layer(x, state=None, sequence_lens=None)``:
+
+* x is [T, B, I], or [B, T, I] when ``batch_first``;
+* y has the directions merged by ``merge``: ``"concat"`` [T, B, D*H] (PyTorch/Keras), ``"stack"`` [T, D, B, H]
+  (ONNX), ``"sum"``, ``"mul"``, ``"ave"`` [T, B, H]; batch first when ``batch_first``;
+* state is [D, B, H] for GRU/RNN and a pair (h [D, B, Hp], c [D, B, H]) for LSTM, whatever ``batch_first``;
+* ``sequence_lens`` [B] follows onnxruntime: outputs past each length are zero, the state is the last valid one.
+
+Importers keep their source's conventions (``from_onnx``: merge "stack" and ONNX ``layout``; ``from_torch``:
+merge "concat" and ``batch_first``; ``from_keras``: batch first and the Bidirectional merge mode), so a converted
+layer is a drop-in replacement. ``layer.to(target)`` returns a copy that runs on an emulation target.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from . import conventions
+from .cells.activations import Activation, parse_activations, to_onnx_lists
+from .cells.gru import gru_sequence
+from .cells.lstm import lstm_sequence
+from .cells.recurrence import DIRECTIONS, MERGE_MODES, direction_flags, merge_directions
+from .cells.rnn import rnn_sequence
+from .errors import AttributeValueError, ConversionError, ShapeError, UnsupportedFeatureError
+from .validation import as_float_array, check_rank, check_shape, choice, optional_positive_float, sequence_lengths
+
+_DEFAULT_ACTS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh"), "rnn": ("Tanh",)}
+_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+COUPLINGS = (None, "input_forget", "cifg")
+
+
+def _opt_array(a, name: str, shape: tuple, meaning: str) -> np.ndarray | None:
+    if a is None:
+        return None
+    arr = as_float_array(a, name)
+    check_shape(arr, shape, name, meaning)
+    return np.array(arr, dtype=np.float64 if arr.dtype == np.float64 else np.float32)
+
+
+class RecurrentLayer:
+    """Common part of :class:`LSTM`, :class:`GRU` and :class:`RNN`."""
+
+    cell: ClassVar[str] = ""
+
+    def __init__(self, W, R, b_x=None, b_h=None, *, direction: str = "forward", activations=None,
+                 clip: float | None = None, batch_first: bool = False, merge: str = "concat", target="fp32",
+                 diagonal_ok: bool = False):
+        G = _GATES[self.cell]
+        self.direction = choice(direction, DIRECTIONS, "direction")
+        D = len(direction_flags(direction))
+        W = as_float_array(W, "W")
+        check_rank(W, 3, "W", f"[num_directions, {G}*hidden_size, input_size]")
+        if W.shape[0] != D or W.shape[1] % G or W.shape[1] == 0 or W.shape[2] == 0:
+            raise ShapeError(f"W: expected shape ({D}, {G}*hidden_size, input_size) for direction "
+                             f"{direction!r}, got {W.shape}")
+        H = W.shape[1] // G
+        dt = np.float64 if W.dtype == np.float64 else np.float32
+        self.W = np.array(W, dtype=dt)
+        R = as_float_array(R, "R")
+        if diagonal_ok and R.ndim == 2:
+            check_shape(R, (D, G * H), "R", "[num_directions, 4*hidden_size] (diagonal recurrence)")
+        else:
+            check_rank(R, 3, "R", f"[num_directions, {G}*hidden_size, hidden_size]")
+            if R.shape[:2] != (D, G * H):
+                raise ShapeError(f"R: expected shape ({D}, {G * H}, hidden_size), got {R.shape}")
+        self.R = np.array(R, dtype=dt)
+        self.b_x = _opt_array(b_x, "b_x", (D, G * H), f"[num_directions, {G}*hidden_size]")
+        self.b_h = _opt_array(b_h, "b_h", (D, G * H), f"[num_directions, {G}*hidden_size]")
+        self.activations = self._resolve_activations(activations, D)
+        self.clip = optional_positive_float(clip, "clip")
+        self.batch_first = bool(batch_first)
+        self.merge = choice(merge, MERGE_MODES, "merge")
+        from . import targets  # registry sits above the cells; imported lazily to keep import order simple
+
+        self.target = targets.get(target)
+
+    # ---- shape facts -------------------------------------------------------------------------------------
+    @property
+    def num_directions(self) -> int:
+        return self.W.shape[0]
+
+    @property
+    def hidden_size(self) -> int:
+        return self.W.shape[1] // _GATES[self.cell]
+
+    @property
+    def input_size(self) -> int:
+        return self.W.shape[2]
+
+    @property
+    def output_size(self) -> int:
+        """Size of each direction's output (the projection size for a projected LSTM)."""
+        return self.hidden_size
+
+    def _resolve_activations(self, activations, D: int) -> list[tuple[Activation, ...]]:
+        n = len(_DEFAULT_ACTS[self.cell])
+        if activations is None:
+            per = [tuple(Activation(a) for a in _DEFAULT_ACTS[self.cell])] * D
+            return per
+        acts = list(activations)
+        if acts and all(isinstance(a, (list, tuple)) for a in acts):  # per direction
+            if len(acts) != D:
+                raise AttributeValueError(f"activations: expected {D} per-direction lists, got {len(acts)}")
+            acts = [a for per in acts for a in per]
+        if len(acts) == n and D == 2:
+            acts = acts * 2
+        if len(acts) != n * D:
+            raise AttributeValueError(f"activations: expected {n} (or {n * D}) activations for a "
+                                      f"{self.direction} {self.cell.upper()}, got {len(acts)}: {acts!r}")
+        resolved = [a if isinstance(a, Activation) else parse_activations([a])[0] for a in acts]
+        return [tuple(resolved[d * n : (d + 1) * n]) for d in range(D)]
+
+    # ---- running -----------------------------------------------------------------------------------------
+    def _inputs(self, x, sequence_lens):
+        x = as_float_array(x, "x")
+        check_rank(x, 3, "x", "[batch, time, features]" if self.batch_first else "[time, batch, features]")
+        if self.batch_first:
+            x = x.transpose(1, 0, 2)
+        T, B, I = x.shape
+        if T == 0 or B == 0:
+            raise ShapeError(f"x: expected at least one timestep and one batch row, got shape {x.shape}")
+        if I != self.input_size:
+            raise ShapeError(f"x: expected {self.input_size} features in the last axis, got shape {x.shape}")
+        dt = self.target.dtype
+        return np.ascontiguousarray(x, dtype=dt), sequence_lengths(sequence_lens, T, B), dt
+
+    def _weights(self, dt):
+        def c(a):
+            return None if a is None else np.ascontiguousarray(a, dtype=dt)
+
+        return c
+
+    def _state(self, a, name, B, size, dt):
+        if a is None:
+            return np.zeros((self.num_directions, B, size), dt)
+        a = as_float_array(a, name)
+        check_shape(a, (self.num_directions, B, size), name, "[num_directions, batch, hidden]")
+        return np.ascontiguousarray(a, dtype=dt)
+
+    def _output(self, Y):
+        y = merge_directions(Y, self.merge)
+        if self.batch_first:
+            y = np.moveaxis(y, 2 if self.merge == "stack" else 1, 0)
+        return np.ascontiguousarray(y)
+
+    def _common_options(self, lens):
+        return dict(reverse=direction_flags(self.direction), acts=self.activations, lens=lens, clip=self.clip,
+                    policy=self.target.rounding)
+
+    # ---- targets and copies ------------------------------------------------------------------------------
+    def to(self, target, calibration=None):
+        """A copy of this layer that runs on ``target`` (a registered name or a Target)."""
+        from . import targets
+
+        t = targets.get(target)
+        missing = [f for f in self.features() if not t.supports(f)]
+        if missing:
+            raise UnsupportedFeatureError(f"target: {t.name!r} cannot express {', '.join(missing)} of this "
+                                          f"{self.cell.upper()}")
+        new = copy.copy(self)
+        new.target = t
+        return new
+
+    def features(self) -> list[str]:
+        """The options this layer uses, by the feature names of :mod:`fusedrnn.targets`."""
+        f = [self.cell]
+        if self.num_directions == 2:
+            f.append("bidirectional")
+        if self.clip is not None:
+            f.append("clip")
+        if any(tuple(a.name for a in per) != _DEFAULT_ACTS[self.cell] for per in self.activations):
+            f.append("custom_activations")
+        return f
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(input_size={self.input_size}, hidden_size={self.hidden_size}, "
+                f"direction={self.direction!r}, target={self.target.name!r})")
+
+    # ---- ONNX --------------------------------------------------------------------------------------------
+    def _onnx_common(self) -> dict:
+        names, alphas, betas = to_onnx_lists([a for per in self.activations for a in per])
+        attrs = {"hidden_size": self.hidden_size, "direction": self.direction}
+        if tuple(names) != _DEFAULT_ACTS[self.cell] * self.num_directions:
+            attrs["activations"] = names
+            if alphas:
+                attrs["activation_alpha"] = alphas
+            if betas:
+                attrs["activation_beta"] = betas
+        if self.clip is not None:
+            attrs["clip"] = self.clip
+        if self.batch_first:
+            attrs["layout"] = 1
+        return attrs
+
+    def to_onnx(self) -> dict:
+        """ONNX inputs and attributes: ``{"W", "R", "B", ["P",] "attributes"}`` in ONNX gate order."""
+        self._check_onnx_expressible()
+        c = self.cell
+        W = conventions.from_canonical(self.W, c, "onnx", axis=1)
+        R = conventions.from_canonical(self.R, c, "onnx", axis=1)
+        zeros = np.zeros_like(self.W[:, :, 0])
+        bx = zeros if self.b_x is None else self.b_x
+        bh = zeros if self.b_h is None else self.b_h
+        B = np.concatenate([conventions.from_canonical(bx, c, "onnx", axis=1),
+                            conventions.from_canonical(bh, c, "onnx", axis=1)], axis=1)
+        out = {"W": W, "R": R, "B": B, "attributes": self._onnx_common()}
+        self._onnx_extra(out)
+        return out
+
+    def _check_onnx_expressible(self):
+        """Raise ConversionError for options an ONNX node cannot carry (the direction merge is not one:
+        the node always returns the stacked direction axis)."""
+
+    def _onnx_extra(self, out: dict) -> None:
+        pass
+
+    def to_onnx_model(self, *, opset: int = 14, ir_version: int = 8, name: str | None = None,
+                      state_inputs: bool = True):
+        """A single-node ONNX model: inputs X [, sequence_lens, initial_h(, initial_c)], weights as
+        initializers, outputs Y, Y_h (, Y_c)."""
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+
+        spec = self.to_onnx()
+        op = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[self.cell]
+        elem = TensorProto.DOUBLE if self.W.dtype == np.float64 else TensorProto.FLOAT
+        D, H, I = self.num_directions, self.hidden_size, self.input_size
+        x_shape = ["batch", "seq", I] if self.batch_first else ["seq", "batch", I]
+        st_shape = ["batch", D, self.output_size] if self.batch_first else [D, "batch", self.output_size]
+        c_shape = ["batch", D, H] if self.batch_first else [D, "batch", H]
+        inputs = [helper.make_tensor_value_info("X", elem, x_shape)]
+        node_in = ["X", "W", "R", "B"]
+        if state_inputs:
+            inputs.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, ["batch"]))
+            inputs.append(helper.make_tensor_value_info("initial_h", elem, st_shape))
+            node_in += ["sequence_lens", "initial_h"]
+            if self.cell == "lstm":
+                inputs.append(helper.make_tensor_value_info("initial_c", elem, c_shape))
+                node_in.append("initial_c")
+        inits = [numpy_helper.from_array(spec[k], k) for k in ("W", "R", "B")]
+        if "P" in spec:
+            if not state_inputs:
+                node_in += ["", "", ""] if self.cell == "lstm" else []
+            node_in.append("P")
+            inits.append(numpy_helper.from_array(spec["P"], "P"))
+        outs = ["Y", "Y_h"] + (["Y_c"] if self.cell == "lstm" else [])
+        Hp = self.output_size
+        y_shape = ["batch", "seq", D, Hp] if self.batch_first else ["seq", D, "batch", Hp]
+        c_shape = ["batch", D, H] if self.batch_first else [D, "batch", H]
+        out_info = [helper.make_tensor_value_info("Y", elem, y_shape),
+                    helper.make_tensor_value_info("Y_h", elem, st_shape)]
+        if self.cell == "lstm":
+            out_info.append(helper.make_tensor_value_info("Y_c", elem, c_shape))
+        node = helper.make_node(op, node_in, outs, **spec["attributes"])
+        graph = helper.make_graph([node], name or f"fusedrnn_{self.cell}", inputs, out_info, inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version)
+        onnx.checker.check_model(model)
+        return model
+
+    @classmethod
+    def from_onnx(cls, W, R=None, B=None, P=None, **attributes):
+        """A layer from ONNX W, R, B (, P) and node attributes, or from a single-node ONNX model
+        (``ModelProto`` or path) whose weights are initializers. Keeps ONNX's conventions: merge "stack" and
+        ``batch_first = (layout == 1)``."""
+        from .frontends.onnx_node import layer_from_onnx
+
+        return layer_from_onnx(cls, W, R, B, P, attributes)
+
+    # ---- other frameworks (implemented in fusedrnn.frontends) --------------------------------------------
+    @classmethod
+    def from_torch(cls, module):
+        """A layer (or a :class:`Stack` for ``num_layers > 1``) from a PyTorch ``nn.LSTM/GRU/RNN``."""
+        from .frontends.torch import from_torch
+
+        return from_torch(module, expected=cls)
+
+    def to_torch(self):
+        """The equivalent PyTorch ``nn.LSTM/GRU/RNN`` module (float32)."""
+        from .frontends.torch import to_torch
+
+        return to_torch(self)
+
+    @classmethod
+    def from_keras(cls, layer):
+        """A layer from a Keras 3 ``LSTM``, ``GRU``, ``SimpleRNN`` or ``Bidirectional`` layer."""
+        from .frontends.keras import from_keras
+
+        return from_keras(layer, expected=cls)
+
+    def to_keras(self):
+        """The equivalent Keras 3 layer, built and loaded with this layer's weights."""
+        from .frontends.keras import to_keras
+
+        return to_keras(self)
+
+
+class LSTM(RecurrentLayer):
+    """LSTM with every option of ONNX, PyTorch, Keras and TFLite.
+
+    Beyond the common arguments: ``P`` peepholes [D, 3, H] (order i, f, o); ``coupling`` None,
+    ``"input_forget"`` (ONNX: f = 1 - i) or ``"cifg"`` (TFLite: i = 1 - f); ``cell_clip``; projection
+    ``proj_W`` [D, Hp, H], ``proj_b`` [D, Hp], ``proj_clip``; ``layer_norm`` [D, 4, H] (TFLite; ε = 1e-8 inside
+    the square root, bias added after normalisation); a diagonal recurrence when R is [D, 4H].
+    """
+
+    cell = "lstm"
+
+    def __init__(self, W, R, b_x=None, b_h=None, *, P=None, coupling: str | None = None,
+                 cell_clip: float | None = None, proj_W=None, proj_b=None, proj_clip: float | None = None,
+                 layer_norm=None, **options):
+        super().__init__(W, R, b_x, b_h, diagonal_ok=True, **options)
+        D, H = self.num_directions, self.hidden_size
+        self.P = _opt_array(P, "P", (D, 3, H), "[num_directions, 3, hidden_size] (order i, f, o)")
+        self.coupling = choice(coupling, COUPLINGS, "coupling")
+        self.cell_clip = optional_positive_float(cell_clip, "cell_clip")
+        self.proj_W = None
+        if proj_W is not None:
+            pw = as_float_array(proj_W, "proj_W")
+            check_rank(pw, 3, "proj_W", "[num_directions, proj_size, hidden_size]")
+            check_shape(pw, (D, pw.shape[1], H), "proj_W", "[num_directions, proj_size, hidden_size]")
+            if pw.shape[1] == 0:
+                raise ShapeError(f"proj_W: expected proj_size >= 1, got shape {pw.shape}")
+            self.proj_W = np.array(pw, dtype=self.W.dtype)
+        Hp = self.output_size
+        self.proj_b = _opt_array(proj_b, "proj_b", (D, Hp), "[num_directions, proj_size]")
+        if self.proj_b is not None and self.proj_W is None:
+            raise AttributeValueError("proj_b: a projection bias needs projection weights proj_W")
+        self.proj_clip = optional_positive_float(proj_clip, "proj_clip")
+        if self.proj_clip is not None and self.proj_W is None:
+            raise AttributeValueError("proj_clip: clipping the projection needs projection weights proj_W")
+        self.layer_norm = _opt_array(layer_norm, "layer_norm", (D, 4, H), "[num_directions, 4, hidden_size]")
+        if self.R.ndim == 2 and self.proj_W is not None:
+            raise AttributeValueError("R: a diagonal recurrence (R [D, 4H]) needs hidden and output sizes equal; "
+                                      "it cannot be combined with a projection")
+        if self.R.ndim == 3 and self.R.shape[2] != Hp:
+            raise ShapeError(f"R: expected shape ({D}, {4 * H}, {Hp}) [num_directions, 4*hidden_size, "
+                             f"{'proj_size' if self.proj_W is not None else 'hidden_size'}], got {self.R.shape}")
+
+    @property
+    def output_size(self) -> int:
+        return self.hidden_size if self.proj_W is None else self.proj_W.shape[1]
+
+    @property
+    def diagonal(self) -> bool:
+        return self.R.ndim == 2
+
+    def __call__(self, x, state=None, sequence_lens=None):
+        """Run the LSTM. ``state`` = (h0 [D, B, Hp], c0 [D, B, H]) or None; returns (y, (h_n, c_n))."""
+        xt, lens, dt = self._inputs(x, sequence_lens)
+        B = xt.shape[1]
+        h0 = c0 = None
+        if state is not None:
+            if not isinstance(state, (tuple, list)) or len(state) != 2:
+                raise ShapeError(f"state: expected a pair (h0, c0) for an LSTM, got {type(state).__name__}")
+            h0, c0 = state
+        w = self._weights(dt)
+        Y, h, c = lstm_sequence(
+            xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h),
+            self._state(h0, "state[0] (h0)", B, self.output_size, dt), self._state(c0, "state[1] (c0)", B,
+                                                                                    self.hidden_size, dt),
+            P=w(self.P), coupling=self.coupling, cell_clip=self.cell_clip, proj_W=w(self.proj_W),
+            proj_b=w(self.proj_b), proj_clip=self.proj_clip, ln=w(self.layer_norm),
+            **self._common_options(lens),
+        )
+        return self._output(Y), (h, c)
+
+    def features(self) -> list[str]:
+        f = super().features()
+        for cond, name in ((self.P is not None, "peepholes"), (self.proj_W is not None, "projection"),
+                           (self.layer_norm is not None, "layer_norm"), (self.coupling is not None, "cifg"),
+                           (self.cell_clip is not None, "cell_clip"), (self.diagonal, "diagonal_recurrence")):
+            if cond:
+                f.append(name)
+        return f
+
+    def _check_onnx_expressible(self):
+        bad = [name for cond, name in ((self.coupling == "cifg", "coupling='cifg'"),
+                                       (self.cell_clip is not None, "cell_clip"),
+                                       (self.proj_W is not None, "projection"),
+                                       (self.layer_norm is not None, "layer_norm"),
+                                       (self.diagonal, "diagonal recurrence")) if cond]
+        if bad:
+            raise ConversionError(f"layer: ONNX LSTM cannot express {', '.join(bad)}")
+
+    def _onnx_extra(self, out: dict) -> None:
+        if self.P is not None:
+            out["P"] = self.P[:, [0, 2, 1]].reshape(self.num_directions, -1)  # i, f, o -> i, o, f
+        if self.coupling == "input_forget":
+            out["attributes"]["input_forget"] = 1
+
+
+class GRU(RecurrentLayer):
+    """GRU; ``linear_before_reset=True`` is the PyTorch / Keras ``reset_after=True`` form."""
+
+    cell = "gru"
+
+    def __init__(self, W, R, b_x=None, b_h=None, *, linear_before_reset: bool = False, **options):
+        super().__init__(W, R, b_x, b_h, **options)
+        self.linear_before_reset = bool(linear_before_reset)
+        if self.R.shape[2] != self.hidden_size:
+            raise ShapeError(f"R: expected shape {self.W.shape[:2] + (self.hidden_size,)}, got {self.R.shape}")
+
+    def __call__(self, x, state=None, sequence_lens=None):
+        """Run the GRU. ``state`` = h0 [D, B, H] or None; returns (y, h_n)."""
+        xt, lens, dt = self._inputs(x, sequence_lens)
+        w = self._weights(dt)
+        Y, h = gru_sequence(xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h),
+                            self._state(state, "state", xt.shape[1], self.hidden_size, dt),
+                            linear_before_reset=self.linear_before_reset, **self._common_options(lens))
+        return self._output(Y), h
+
+    def features(self) -> list[str]:
+        return super().features() + (["linear_before_reset"] if self.linear_before_reset else [])
+
+    def _onnx_extra(self, out: dict) -> None:
+        if self.linear_before_reset:
+            out["attributes"]["linear_before_reset"] = 1
+
+
+class RNN(RecurrentLayer):
+    """Vanilla (Elman) RNN: h' = f(x·Wᵀ + h·Rᵀ + b_x + b_h), f = ``activations[0]`` (Tanh by default)."""
+
+    cell = "rnn"
+
+    def __init__(self, W, R, b_x=None, b_h=None, **options):
+        super().__init__(W, R, b_x, b_h, **options)
+        if self.R.shape[2] != self.hidden_size:
+            raise ShapeError(f"R: expected shape {self.W.shape[:2] + (self.hidden_size,)}, got {self.R.shape}")
+
+    def __call__(self, x, state=None, sequence_lens=None):
+        """Run the RNN. ``state`` = h0 [D, B, H] or None; returns (y, h_n)."""
+        xt, lens, dt = self._inputs(x, sequence_lens)
+        w = self._weights(dt)
+        Y, h = rnn_sequence(xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h),
+                            self._state(state, "state", xt.shape[1], self.hidden_size, dt),
+                            **self._common_options(lens))
+        return self._output(Y), h
+
+
+class Stack:
+    """Layers run one after another in one call (PyTorch ``num_layers``): each layer's merged output feeds
+    the next. ``state`` is a list with one entry per layer (None for zeros)."""
+
+    def __init__(self, layers: Sequence[RecurrentLayer]):
+        layers = list(layers)
+        if not layers or not all(isinstance(layer, RecurrentLayer) for layer in layers):
+            raise AttributeValueError(f"layers: expected a non-empty list of LSTM/GRU/RNN layers, got {layers!r}")
+        for k in range(1, len(layers)):
+            prev, cur = layers[k - 1], layers[k]
+            width = prev.output_size * (prev.num_directions if prev.merge == "concat" else 1)
+            if prev.merge == "stack" and prev.num_directions == 2:
+                raise AttributeValueError(f"layers[{k - 1}]: merge='stack' output cannot feed another layer")
+            if cur.input_size != width or cur.batch_first != prev.batch_first:
+                raise ShapeError(f"layers[{k}]: expected input_size {width} and batch_first={prev.batch_first} "
+                                 f"to follow layers[{k - 1}], got {cur.input_size} and {cur.batch_first}")
+        self.layers = layers
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, k: int) -> RecurrentLayer:
+        return self.layers[k]
+
+    def __call__(self, x, state=None, sequence_lens=None):
+        states = [None] * len(self.layers) if state is None else list(state)
+        if len(states) != len(self.layers):
+            raise ShapeError(f"state: expected {len(self.layers)} per-layer states, got {len(states)}")
+        out = []
+        y = x
+        for layer, st in zip(self.layers, states, strict=True):
+            y, s = layer(y, st, sequence_lens)
+            out.append(s)
+        return y, out
+
+    def to(self, target, calibration=None) -> Stack:
+        return Stack([layer.to(target, calibration) for layer in self.layers])
+
+    def to_torch(self):
+        from .frontends.torch import to_torch
+
+        return to_torch(self)
+
+    def __repr__(self) -> str:
+        return f"Stack({self.layers!r})"
+
+
+__all__ = ["LSTM", "GRU", "RNN", "Stack", "RecurrentLayer", "COUPLINGS"]

@@ -1,0 +1,11 @@
+"""Emulation targets: ``list()`` / ``get(name)`` over the registry, and (later) one package per SDK."""
+
+from .registry import FLOAT_FEATURES, Target, all_targets, get, names, register
+
+
+def list() -> list[Target]:  # noqa: A001 - the public name in DESIGN.md
+    """Every registered target, in registration order."""
+    return all_targets()
+
+
+__all__ = ["FLOAT_FEATURES", "Target", "get", "list", "names", "register"]

@@ -13,6 +13,7 @@ from .errors import (
     UnknownTargetError,
     UnsupportedFeatureError,
 )
+from .frontends import onnx
 from .layers import GRU, LSTM, RNN, Stack
 
 try:
@@ -24,6 +25,7 @@ __all__ = [
     "__version__",
     "conventions",
     "ops",
+    "onnx",
     "targets",
     "LSTM",
     "GRU",

@@ -32,7 +32,7 @@ def _tanh(x, a, b):
 def _sigmoid(x, a, b):
     # 1 / (1 + exp(-x)); exp overflows to inf for x < -88 (float32), giving the exact limit 0.
     with np.errstate(over="ignore"):
-        np.negative(x, out=x)
+        np.multiply(x, -1, out=x)  # not np.negative: NumPy 2.4 miscomputes it in place at some strides
         np.exp(x, out=x)
     x += 1
     np.reciprocal(x, out=x)

@@ -1,0 +1,22 @@
+"""The ``fusedrnn`` command line: ``fusedrnn --version``, ``fusedrnn targets``, ``fusedrnn run``."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .run_cmd import run
+from .targets_cmd import targets
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="fusedrnn", message="%(prog)s %(version)s")
+def main() -> None:
+    """fusedrnn: run the recurrent operators of ONNX and accelerator SDKs on the CPU, with each target's
+    arithmetic."""
+
+
+main.add_command(targets)
+main.add_command(run)
+
+__all__ = ["main"]

@@ -1,0 +1,157 @@
+"""``fusedrnn run``: run an ONNX model on emulation targets and compare each with fp32."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+from rich.table import Table
+
+from .. import example
+from .. import targets as registry
+from ..errors import FusedRNNError
+from ..frontends import onnx as fonnx
+from .common import CLIError, delayed_progress, stdout_console
+
+REFERENCE = "fp32"
+LABELS = "y"
+
+
+def _resolve_targets(names) -> list:
+    try:
+        chosen = [registry.get(n) for n in dict.fromkeys(names)] if names else registry.list()
+    except FusedRNNError as exc:
+        raise CLIError(str(exc)) from None
+    return chosen
+
+
+def _load_feeds(model: fonnx.Model, data: Path) -> tuple[dict, np.ndarray | None]:
+    """The model's feeds from the npz ``data`` (float arrays cast to the declared float dtype), and
+    the optional label array ``y`` (unless the model has an input called ``y``)."""
+    try:
+        with np.load(data, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"--data: cannot read {data} as an npz archive ({exc})") from None
+    names = [i.name for i in model.inputs]
+    missing = [n for n in names if n not in arrays]
+    if missing:
+        raise CLIError(f"--data: {data} lacks the model input(s) {', '.join(missing)} "
+                       f"(it holds {', '.join(arrays) or 'nothing'})")
+    feeds = {}
+    for spec in model.inputs:
+        a = arrays[spec.name]
+        if spec.dtype is not None and a.dtype != spec.dtype:
+            if not (a.dtype.kind == "f" and spec.dtype.kind == "f"):  # only float precision is adapted
+                raise CLIError(f"--data: array {spec.name!r} has dtype {a.dtype}; the model expects {spec.dtype}")
+            a = a.astype(spec.dtype)
+        feeds[spec.name] = a
+    labels = arrays.get(LABELS) if LABELS not in names else None
+    return feeds, labels
+
+
+def _predictions(out: np.ndarray) -> np.ndarray | None:
+    return np.argmax(out, axis=-1) if out.ndim >= 2 and out.shape[-1] > 1 else None
+
+
+def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: int = 1, progress=None) -> list[dict]:
+    """Run ``model`` on every target in ``chosen``; one row per target with ``accuracy_percent`` (argmax of the
+    first output vs ``labels``; None without labels), ``agreement_percent`` (identical argmax predictions vs the
+    fp32 run), ``max_abs_diff`` (over every output, vs fp32) and ``time_ms`` (the fastest of ``repeat`` runs)."""
+    order = [t.name for t in chosen]
+    ref_name = REFERENCE if REFERENCE in registry.names() else order[0]
+    runs = order if ref_name in order else [ref_name, *order]
+    if progress is not None:
+        progress.set_total(len(runs))
+    model.to(runs[0]).run(feeds)  # warm-up: one-time import and allocation costs stay out of the timings
+    results, times = {}, {}
+    for name in runs:
+        if progress is not None:
+            progress.begin(name)
+        m = model.to(name)
+        best = float("inf")
+        for _ in range(max(1, repeat)):
+            t0 = time.perf_counter()
+            results[name] = m.run(feeds)
+            best = min(best, time.perf_counter() - t0)
+        times[name] = best * 1e3
+        if progress is not None:
+            progress.advance()
+    ref = results[ref_name]
+    first = model.outputs[0].name
+    ref_pred = _predictions(ref[first])
+    rows = []
+    for name in order:
+        out = results[name]
+        pred = _predictions(out[first])
+        acc = agree = None
+        if pred is not None and labels is not None and np.shape(labels) == pred.shape:
+            acc = float(np.mean(pred == labels) * 100)
+        if pred is not None and ref_pred is not None:
+            agree = float(np.mean(pred == ref_pred) * 100)
+        diff = max(
+            (float(np.max(np.abs(out[k].astype(np.float64) - ref[k].astype(np.float64)), initial=0.0))
+             for k in out),
+            default=0.0,
+        )
+        rows.append({"target": name, "accuracy_percent": acc, "agreement_percent": agree, "max_abs_diff": diff,
+                     "time_ms": times[name]})
+    return rows
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+@click.command("run")
+@click.argument("model_path", metavar="[MODEL]", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
+              help="npz whose arrays are the model inputs by name, plus optional labels 'y'.")
+@click.option("--target", "-t", "target_names", multiple=True, metavar="NAME",
+              help="Target to run on (repeatable; default: every registered target).")
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs per target; the time is the fastest.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...], repeat: int,
+        as_json: bool) -> None:
+    """Run MODEL on each target and compare it with fp32: accuracy, agreement of the argmax predictions, the
+    largest output difference and the run time (the fastest of --repeat runs).
+
+    Without MODEL, runs the bundled example (an LSTM classifier of 8x8 handwritten digits) on its test split.
+    """
+    chosen = _resolve_targets(target_names)
+    if model_path is None:
+        model_path = example.model_path()
+        data = data or example.data_path()
+    elif data is None:
+        raise CLIError("--data: an npz with the inputs of MODEL is required when MODEL is given")
+    for what, p in (("MODEL", model_path), ("--data", data)):
+        if not p.is_file():
+            raise CLIError(f"{what}: no such file: {p}")
+    try:
+        model = fonnx.load(model_path)
+    except (FusedRNNError, OSError) as exc:
+        raise CLIError(f"MODEL: {exc}") from None
+    feeds, labels = _load_feeds(model, data)
+    samples = next((int(a.shape[0]) for a in feeds.values() if a.ndim), 1)
+    try:
+        with delayed_progress("running", enabled=not as_json) as steps:
+            rows = compare_targets(model, feeds, labels, chosen, repeat=repeat, progress=steps)
+    except FusedRNNError as exc:
+        raise CLIError(str(exc)) from None
+
+    if as_json:
+        click.echo(json.dumps({"model": str(model_path), "data": str(data), "samples": samples,
+                               "reference": REFERENCE, "results": rows}, indent=2))
+        return
+    table = Table(title=f"{model_path.name} on {samples} samples of {data.name}", show_edge=False)
+    table.add_column("target", style="bold")
+    for col in ("accuracy (%)", f"agreement with {REFERENCE} (%)", f"max |Δ| vs {REFERENCE}", "time (ms)"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(r["target"], _fmt(r["accuracy_percent"], ".2f"), _fmt(r["agreement_percent"], ".2f"),
+                      _fmt(r["max_abs_diff"], ".2e"), _fmt(r["time_ms"], ".1f"))
+    stdout_console().print(table)

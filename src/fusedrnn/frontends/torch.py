@@ -1,0 +1,278 @@
+"""PyTorch ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` <-> fusedrnn layers.
+
+``from_torch(module)`` reads the parameters of a PyTorch recurrent module into canonical fusedrnn layers:
+
+=====================  ==========================================================================================
+PyTorch                fusedrnn
+=====================  ==========================================================================================
+``nn.LSTM``            :class:`~fusedrnn.LSTM`; ``proj_size > 0`` -> ``proj_W`` from ``weight_hr_l{k}`` (no
+                       projection bias); gate order i, f, g, o is already canonical
+``nn.GRU``             :class:`~fusedrnn.GRU` with ``linear_before_reset=True`` (PyTorch's only formulation);
+                       gate blocks r, z, n -> z, r, n
+``nn.RNN``             :class:`~fusedrnn.RNN`; ``nonlinearity`` tanh / relu -> activations ["Tanh"] / ["Relu"]
+``bias=False``         ``b_x = b_h = None``
+``bidirectional``      ``direction="bidirectional"`` (PyTorch has no reverse-only module)
+``batch_first``        ``batch_first``
+``num_layers > 1``     a :class:`~fusedrnn.Stack` of one layer per PyTorch layer
+``nn.LSTMCell`` ...    a forward one-layer LSTM / GRU / RNN (feed it [1, B, I] for a single step)
+=====================  ==========================================================================================
+
+Every layer gets ``merge="concat"`` (PyTorch's [T, B, D*H] output). The states are fusedrnn's per-layer
+[D, B, H] arrays; PyTorch's h_0 [L*D, B, H] holds layer k's at rows ``k*D : (k+1)*D``. Dropout between layers
+applies in training only and is not converted. Parameters keep float64 when the module is float64; every other
+float dtype becomes float32 (float16 / bfloat16 widen exactly).
+
+``to_torch(layer_or_stack)`` builds the module back with float32 parameters and raises
+:class:`~fusedrnn.ConversionError` naming every option PyTorch cannot express: peepholes, layer norm,
+``coupling`` (input_forget / CIFG), ``cell_clip``, ``clip``, a projection bias or ``proj_clip``, a diagonal
+recurrence, non-default activations (RNN: tanh or relu only), ``direction="reverse"``, a direction merge whose
+output differs from PyTorch's concatenation, and a GRU with ``linear_before_reset=False``. The layer's emulation
+target is not part of the conversion (the module always computes in float32).
+
+torch is imported lazily, inside the functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import conventions
+from ..errors import ConversionError, DTypeError
+
+_KIND_NAMES = {"lstm": "nn.LSTM", "gru": "nn.GRU", "rnn": "nn.RNN"}
+_DEFAULT_ACTS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh")}
+_RNN_NONLINEARITY = {"tanh": "Tanh", "relu": "Relu"}
+_NONLINEARITY_OF = {v: k for k, v in _RNN_NONLINEARITY.items()}
+
+
+class ModuleTypeError(ConversionError, DTypeError):
+    """The object given is not a PyTorch module fusedrnn can convert (a ConversionError and a TypeError)."""
+
+
+def _torch(func: str):
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConversionError(f"{func}: PyTorch is not installed; install it with `pip install fusedrnn[torch]` "
+                              f"(or `pip install torch`)") from exc
+    return torch
+
+
+def _kind(module, torch) -> tuple[str, bool]:
+    """(cell kind, is a single-step cell module) of ``module``, or raise ModuleTypeError."""
+    nn = torch.nn
+    for cls, kind, is_cell in ((nn.LSTM, "lstm", False), (nn.GRU, "gru", False), (nn.RNN, "rnn", False),
+                               (nn.LSTMCell, "lstm", True), (nn.GRUCell, "gru", True), (nn.RNNCell, "rnn", True)):
+        if isinstance(module, cls):
+            return kind, is_cell
+    raise ModuleTypeError(f"module: expected a PyTorch nn.LSTM, nn.GRU or nn.RNN (or nn.LSTMCell, nn.GRUCell, "
+                          f"nn.RNNCell), got {type(module).__module__}.{type(module).__qualname__}")
+
+
+def _check_expected(expected, kind: str) -> None:
+    from ..layers import RecurrentLayer
+
+    if expected is None or expected is RecurrentLayer:
+        return
+    if not (isinstance(expected, type) and issubclass(expected, RecurrentLayer)):
+        raise ConversionError(f"expected: a fusedrnn layer class (LSTM, GRU, RNN or RecurrentLayer), got "
+                              f"{expected!r}")
+    if expected.cell != kind:
+        raise ConversionError(f"module: {expected.__name__}.from_torch expected a PyTorch "
+                              f"{_KIND_NAMES[expected.cell]}, got {_KIND_NAMES[kind]}; use "
+                              f"fusedrnn.{_LAYER_NAME[kind]}.from_torch (or fusedrnn.frontends.torch.from_torch)")
+
+
+_LAYER_NAME = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}
+
+
+def _array(t, torch, name: str) -> np.ndarray:
+    """A PyTorch tensor as a float32 (or float64) NumPy array."""
+    t = t.detach()
+    if t.device.type == "meta":
+        raise ConversionError(f"module: parameter {name} is on the 'meta' device and holds no values")
+    if not t.is_floating_point():
+        raise DTypeError(f"module: parameter {name} has dtype {t.dtype}; expected a floating-point dtype")
+    if t.dtype != torch.float64:
+        t = t.to(torch.float32)
+    return t.cpu().numpy().copy()
+
+
+def from_torch(module, expected=None):
+    """A fusedrnn layer (or :class:`~fusedrnn.Stack` when ``num_layers > 1``) from a PyTorch recurrent module.
+
+    ``expected``: a layer class (``LSTM``, ``GRU``, ``RNN``) the module must match, or ``RecurrentLayer`` /
+    None for any kind.
+    """
+    torch = _torch("from_torch")
+    kind, is_cell = _kind(module, torch)
+    _check_expected(expected, kind)
+    from ..layers import GRU, LSTM, RNN, Stack
+
+    cls = {"lstm": LSTM, "gru": GRU, "rnn": RNN}[kind]
+    if is_cell:
+        return _layer_from_cell(module, kind, cls, torch)
+    D = 2 if module.bidirectional else 1
+    suffixes = [""] + (["_reverse"] if D == 2 else [])
+    proj = int(getattr(module, "proj_size", 0) or 0)
+    layers = []
+    for k in range(module.num_layers):
+        def stack(base, k=k):
+            return np.stack([_array(getattr(module, f"{base}_l{k}{s}"), torch, f"{base}_l{k}{s}")
+                             for s in suffixes])
+
+        W = conventions.to_canonical(stack("weight_ih"), kind, "torch", axis=1, argument="weight_ih")
+        R = conventions.to_canonical(stack("weight_hh"), kind, "torch", axis=1, argument="weight_hh")
+        b_x = b_h = None
+        if module.bias:
+            b_x = conventions.to_canonical(stack("bias_ih"), kind, "torch", axis=1, argument="bias_ih")
+            b_h = conventions.to_canonical(stack("bias_hh"), kind, "torch", axis=1, argument="bias_hh")
+        common = dict(direction="bidirectional" if D == 2 else "forward", batch_first=bool(module.batch_first),
+                      merge="concat")
+        if kind == "lstm":
+            layer = cls(W, R, b_x, b_h, proj_W=stack("weight_hr") if proj else None, **common)
+        elif kind == "gru":
+            layer = cls(W, R, b_x, b_h, linear_before_reset=True, **common)
+        else:
+            layer = cls(W, R, b_x, b_h, activations=[_rnn_activation(module.nonlinearity)], **common)
+        layers.append(layer)
+    return layers[0] if len(layers) == 1 else Stack(layers)
+
+
+def _rnn_activation(nonlinearity: str) -> str:
+    try:
+        return _RNN_NONLINEARITY[nonlinearity]
+    except KeyError:
+        raise ConversionError(f"module: unknown nn.RNN nonlinearity {nonlinearity!r}; expected 'tanh' or "
+                              f"'relu'") from None
+
+
+def _layer_from_cell(module, kind, cls, torch):
+    def one(name):
+        return _array(getattr(module, name), torch, name)[None]
+
+    W = conventions.to_canonical(one("weight_ih"), kind, "torch", axis=1, argument="weight_ih")
+    R = conventions.to_canonical(one("weight_hh"), kind, "torch", axis=1, argument="weight_hh")
+    b_x = b_h = None
+    if module.bias:
+        b_x = conventions.to_canonical(one("bias_ih"), kind, "torch", axis=1, argument="bias_ih")
+        b_h = conventions.to_canonical(one("bias_hh"), kind, "torch", axis=1, argument="bias_hh")
+    common = dict(direction="forward", batch_first=False, merge="concat")
+    if kind == "gru":
+        return cls(W, R, b_x, b_h, linear_before_reset=True, **common)
+    if kind == "rnn":
+        return cls(W, R, b_x, b_h, activations=[_rnn_activation(module.nonlinearity)], **common)
+    return cls(W, R, b_x, b_h, **common)
+
+
+# ------------------------------------------------------------------------------------------------ to_torch
+
+def _act_names(layer) -> list[tuple[str, ...]]:
+    return [tuple(a.name for a in per) for per in layer.activations]
+
+
+def _problems(layer) -> list[str]:
+    """Every option of ``layer`` an nn.LSTM / nn.GRU / nn.RNN cannot express."""
+    bad = []
+    if getattr(layer, "output_order", "time") != "time":
+        bad.append("outputs in processing order (a Keras go_backwards layer)")
+    if layer.direction == "reverse":
+        bad.append("direction='reverse' (PyTorch has forward and bidirectional modules only)")
+    if layer.merge != "concat" and (layer.num_directions == 2 or layer.merge == "stack"):
+        bad.append(f"merge={layer.merge!r} (PyTorch concatenates the directions, [T, B, D*H]; set "
+                   f"merge='concat' on a copy of the layer for the same values in PyTorch's layout)")
+    if layer.clip is not None:
+        bad.append(f"clip={layer.clip}")
+    acts = _act_names(layer)
+    if layer.cell == "rnn":
+        if any(a[0] not in _NONLINEARITY_OF for a in acts) or len(set(acts)) > 1:
+            bad.append(f"activations={[list(a) for a in acts]} (nn.RNN has one nonlinearity, tanh or relu)")
+    elif any(a != _DEFAULT_ACTS[layer.cell] for a in acts):
+        bad.append(f"activations={[list(a) for a in acts]} (PyTorch uses {list(_DEFAULT_ACTS[layer.cell])})")
+    if layer.cell == "lstm":
+        for cond, name in ((layer.P is not None, "peepholes (P)"),
+                           (layer.layer_norm is not None, "layer_norm"),
+                           (layer.coupling is not None, f"coupling={layer.coupling!r} (input_forget / CIFG)"),
+                           (layer.cell_clip is not None, f"cell_clip={layer.cell_clip}"),
+                           (layer.proj_b is not None, "projection bias (proj_b)"),
+                           (layer.proj_clip is not None, f"proj_clip={layer.proj_clip}"),
+                           (layer.diagonal, "diagonal recurrence (R [D, 4H])")):
+            if cond:
+                bad.append(name)
+    if layer.cell == "gru" and not layer.linear_before_reset:
+        bad.append("linear_before_reset=False (nn.GRU applies the reset gate after the recurrent matmul only)")
+    return bad
+
+
+def to_torch(layer_or_stack):
+    """The equivalent PyTorch ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` (float32 parameters) of a fusedrnn layer or
+    :class:`~fusedrnn.Stack` (-> ``num_layers = len(stack)``)."""
+    from ..layers import RecurrentLayer, Stack
+
+    if isinstance(layer_or_stack, Stack):
+        layers = list(layer_or_stack.layers)
+    elif isinstance(layer_or_stack, RecurrentLayer):
+        layers = [layer_or_stack]
+    else:
+        raise ModuleTypeError(f"layer: expected a fusedrnn LSTM, GRU, RNN or Stack, got "
+                              f"{type(layer_or_stack).__name__}")
+    torch = _torch("to_torch")
+    first = layers[0]
+    kind = first.cell
+    problems = []
+    for k, layer in enumerate(layers):
+        where = f"layers[{k}]: " if len(layers) > 1 else ""
+        problems += [where + p for p in _problems(layer)]
+    if len(layers) > 1:
+        for k, layer in enumerate(layers[1:], 1):
+            for what, a, b in (("cell", layer.cell, kind), ("hidden_size", layer.hidden_size, first.hidden_size),
+                               ("output_size (proj_size)", layer.output_size, first.output_size),
+                               ("direction", layer.direction, first.direction),
+                               ("batch_first", layer.batch_first, first.batch_first)):
+                if a != b:
+                    problems.append(f"layers[{k}]: {what} {a!r} differs from layers[0]'s {b!r} (a PyTorch "
+                                    f"module uses one value for every layer)")
+            if layer.cell == "rnn" == kind and _act_names(layer) != _act_names(first):
+                problems.append(f"layers[{k}]: activations differ from layers[0]'s (nn.RNN has one nonlinearity)")
+    if problems:
+        raise ConversionError(f"layer: PyTorch {_KIND_NAMES.get(kind, kind)} cannot express: " + "; ".join(problems))
+
+    D, H, Hp = first.num_directions, first.hidden_size, first.output_size
+    bias = any(layer.b_x is not None or layer.b_h is not None for layer in layers)
+    kwargs = dict(input_size=first.input_size, hidden_size=H, num_layers=len(layers), bias=bias,
+                  batch_first=first.batch_first, bidirectional=D == 2)
+    if kind == "lstm":
+        module = torch.nn.LSTM(proj_size=Hp if first.proj_W is not None else 0, **kwargs)
+    elif kind == "gru":
+        module = torch.nn.GRU(**kwargs)
+    else:
+        module = torch.nn.RNN(nonlinearity=_NONLINEARITY_OF[first.activations[0][0].name], **kwargs)
+    module = module.to(torch.float32)
+
+    suffixes = [""] + (["_reverse"] if D == 2 else [])
+    with torch.no_grad():
+        for k, layer in enumerate(layers):
+            zeros = np.zeros(layer.W.shape[:2], np.float32)
+            arrays = {
+                "weight_ih": conventions.from_canonical(layer.W, kind, "torch", axis=1),
+                "weight_hh": conventions.from_canonical(layer.R, kind, "torch", axis=1),
+            }
+            if bias:
+                arrays["bias_ih"] = conventions.from_canonical(zeros if layer.b_x is None else layer.b_x, kind,
+                                                               "torch", axis=1)
+                arrays["bias_hh"] = conventions.from_canonical(zeros if layer.b_h is None else layer.b_h, kind,
+                                                               "torch", axis=1)
+            if kind == "lstm" and layer.proj_W is not None:
+                arrays["weight_hr"] = layer.proj_W
+            for base, arr in arrays.items():
+                for d, s in enumerate(suffixes):
+                    p = getattr(module, f"{base}_l{k}{s}")
+                    src = np.ascontiguousarray(arr[d], dtype=np.float32)
+                    if tuple(p.shape) != src.shape:  # a mismatch here is a fusedrnn bug, never user input
+                        raise ConversionError(f"layer: {base}_l{k}{s} expected shape {tuple(p.shape)}, built "
+                                              f"{src.shape}")
+                    p.copy_(torch.from_numpy(src))
+    return module
+
+
+__all__ = ["from_torch", "to_torch", "ModuleTypeError"]

@@ -1,0 +1,22 @@
+"""Shared test fixtures: locating ../shared (conformance data) and skipping cleanly without it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED = (PROJECT_ROOT / ".." / "shared").resolve()
+
+
+def shared_dir(*parts: str) -> Path:
+    """SHARED/<parts>, or skip the calling test when it is absent."""
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"conformance data not found: {p} (expected the shared/ folder at ../shared relative to the "
+                    f"project root {PROJECT_ROOT})")
+    return p

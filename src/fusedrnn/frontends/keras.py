@@ -4,27 +4,26 @@
 this module imports Keras first); ``from_keras_weights(kind, weights, **config)`` does the same from plain weight
 arrays (``layer.get_weights()``) and the layer's config, for users without the Keras layer object.
 
-======================================  ========================================================================
-Keras                                   fusedrnn
-======================================  ========================================================================
-``LSTM`` (or ``RNN(LSTMCell)``)         :class:`~fusedrnn.LSTM`; kernel [I, 4U] -> W [1, 4U, I] (gate order
-                                        i, f, c, o is canonical); single bias -> ``b_x`` (``b_h`` None)
-``GRU`` ``reset_after=True``            :class:`~fusedrnn.GRU` ``linear_before_reset=True``; bias [2, 3U] ->
-                                        ``b_x`` = row 0, ``b_h`` = row 1 (gate order z, r, h is canonical)
-``GRU`` ``reset_after=False``           ``linear_before_reset=False``; single bias [3U] -> ``b_x``
-``SimpleRNN`` (or ``RNN(SimpleRNNCell)``) :class:`~fusedrnn.RNN`
-``use_bias=False``                      ``b_x = b_h = None``
-``activation``, ``recurrent_activation``  fusedrnn activations (LSTM (rec, act, act), GRU (rec, act), RNN (act,)),
-                                        see ``KERAS_ACTIVATIONS``
-``go_backwards=True``                   a reverse-direction layer whose output sequence is in **processing
-                                        order**, as Keras returns it (:class:`GoBackwardsLSTM`, ...): y[:, s] is
-                                        the state after reading x[:, T-1-s]; the final state is the same as
-                                        ``direction="reverse"``'s
-``Bidirectional(merge_mode=...)``       ``direction="bidirectional"``, ``merge`` = concat / sum / mul / ave;
-                                        ``merge_mode=None`` -> ``merge="stack"``: y [B, T, 2, U] with
-                                        ``y[:, :, 0]`` and ``y[:, :, 1]`` Keras's two outputs (the backward one
-                                        flipped back to time order, as Keras does)
-======================================  ========================================================================
+* ``LSTM`` (or ``RNN(LSTMCell)``) -> :class:`~fusedrnn.LSTM`: kernel [I, 4U] -> W [1, 4U, I] (gate order
+  i, f, c, o is canonical); the single bias -> ``b_x`` (``b_h`` None).
+* ``GRU`` ``reset_after=True`` -> :class:`~fusedrnn.GRU` ``linear_before_reset=True``: bias [2, 3U] -> ``b_x`` =
+  row 0, ``b_h`` = row 1 (gate order z, r, h is canonical); ``reset_after=False`` -> ``linear_before_reset=False``
+  with the single bias [3U] -> ``b_x``.
+* ``SimpleRNN`` (or ``RNN(SimpleRNNCell)``) -> :class:`~fusedrnn.RNN`.
+* ``use_bias=False`` -> ``b_x = b_h = None``.
+* ``activation`` / ``recurrent_activation`` -> fusedrnn activations (LSTM (rec, act, act), GRU (rec, act),
+  RNN (act,)) through ``KERAS_ACTIVATIONS`` (Keras 3 ``hard_sigmoid`` = relu6(x + 3) / 6 = ONNX HardSigmoid
+  alpha 1/6, beta 0.5; ``leaky_relu`` slope 0.2; ``linear`` (or None) = Affine(1, 0)); any other activation
+  raises ConversionError.
+* ``go_backwards=True`` -> a reverse-direction layer whose output sequence is in **processing order**, as Keras
+  returns it (:class:`GoBackwardsLSTM`, ``GoBackwardsGRU``, ``GoBackwardsRNN``): y[:, s] is the state after
+  reading x[:, T-1-s]; the final state is the same as ``direction="reverse"``'s. ``time_ordered()`` gives the
+  plain (ONNX-convention) reverse layer, :func:`processing_order` the other way round.
+* ``Bidirectional(merge_mode=...)`` -> ``direction="bidirectional"``, ``merge`` = concat / sum / mul / ave;
+  ``merge_mode=None`` -> ``merge="stack"``: y [B, T, 2, U] with ``y[:, :, 0]`` and ``y[:, :, 1]`` Keras's two
+  outputs (the backward one flipped back to time order, as Keras does). Forward and backward layers may differ
+  in activations and bias use, not in kind, units or ``reset_after``; a forward layer with ``go_backwards=True``
+  raises.
 
 Every layer is ``batch_first=True`` (Keras is batch-major). States: Keras's per-direction lists
 ([h, c] forward then backward) are fusedrnn's [D, B, U] arrays. ``return_sequences``, ``return_state``,
@@ -77,7 +76,6 @@ KERAS_ACTIVATIONS = {
 _IGNORED_CONFIG = {"name", "trainable", "dtype", "return_sequences", "return_state", "stateful", "unroll",
                    "zero_output_for_mask", "dropout", "recurrent_dropout", "seed", "implementation", "use_cudnn",
                    "unit_forget_bias", "time_major", "activity_regularizer"}
-_DEFAULT = object()
 
 
 class LayerTypeError(ConversionError, DTypeError):
@@ -371,7 +369,7 @@ class _ProcessingOrder:
     def time_ordered(self):
         """A copy as a plain ``direction="reverse"`` layer (outputs at their original time index)."""
         new = copy.copy(self)
-        new.__class__ = _BASE[type(self)]
+        new.__class__ = next(base for sub, base in _BASE.items() if isinstance(self, sub))
         return new
 
 
@@ -384,8 +382,11 @@ def processing_order(layer):
         raise ConversionError(f"layer: expected a fusedrnn layer with direction='reverse', got {layer!r}")
     if isinstance(layer, _ProcessingOrder):
         return copy.copy(layer)
+    sub = next((s for s, base in _BASE.items() if type(layer) is base), None)
+    if sub is None:
+        raise ConversionError(f"layer: expected a fusedrnn LSTM, GRU or RNN, got {type(layer).__name__}")
     new = copy.copy(layer)
-    new.__class__ = {base: sub for sub, base in _BASE.items()}[type(layer)]
+    new.__class__ = sub
     return new
 
 
@@ -466,6 +467,11 @@ def to_keras(layer, **layer_kwargs):
 
     if not isinstance(layer, RecurrentLayer):
         raise LayerTypeError(f"layer: expected a fusedrnn LSTM, GRU or RNN, got {type(layer).__name__}")
+    fixed = sorted(set(layer_kwargs) & {"units", "activation", "recurrent_activation", "use_bias", "reset_after",
+                                        "go_backwards", "merge_mode", "backward_layer"})
+    if fixed:
+        raise AttributeValueError(f"layer_kwargs: {', '.join(fixed)} come from the fusedrnn layer and cannot be "
+                                  f"overridden")
     keras = _keras("to_keras")
     problems = _problems(layer)
     if problems:

@@ -105,6 +105,7 @@ def gate_order(cell: str, convention: str) -> str:
     """The block order of ``cell`` in ``convention`` as canonical gate letters (e.g. 'iofg')."""
     if cell not in CELLS:
         raise AttributeValueError(f"cell: expected one of {CELLS}, got {cell!r}")
+    get(convention)  # validates the name, also for the one-block RNN
     if cell == "rnn":
         return "h"
     order = getattr(get(convention), cell)

@@ -118,8 +118,6 @@ def test_dense_integer_arrays_raise_dtype_error(which):
     assert which in str(ei.value)
 
 
-@pytest.mark.xfail(strict=True, reason="finding: dense() does not check the bias dtype (complex gives a complex "
-                                       "result, strings a NumPy UFuncTypeError)")
 @pytest.mark.parametrize("bias", [np.ones(5, complex), np.array(["a"] * 5)])
 def test_dense_bias_dtype_checked(bias):
     xs, ws, _ = _ok()

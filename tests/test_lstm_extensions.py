@@ -201,8 +201,6 @@ def test_naive_reference_matches_pytorch_projection():
     np.testing.assert_allclose(Y_c, want[2], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="finding: a layer built from float64 weights computes in float32 (its "
-                                       "default target is 'fp32'); only .to('fp64') gives float64")
 def test_float64_weights_make_a_float64_layer():
     cfg = random_config(np.random.default_rng(0), T=3, B=2, H=2, I=2)
     y, h, c = run_fused(cfg, None)

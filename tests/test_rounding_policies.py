@@ -125,8 +125,6 @@ def test_chosen_points_through_ops(fmt):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12, err_msg=f"{fmt} {points}")
 
 
-@pytest.mark.xfail(strict=True, reason="finding: the 'weights' point rounds b_x + b_h after summing them, not "
-                                       "each stored bias tensor (see the report)")
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_weights_point_rounds_each_bias_tensor(fmt):
     """rounding.py: "weights: W, R, biases, ... once before the run" -- the stored tensors b_x and b_h are
@@ -212,9 +210,6 @@ def test_merged_outputs_representable(fmt, merge):
     kw["merge"] = merge
     layer = fusedrnn.LSTM(cfg["W"], cfg["R"], cfg.get("b_x"), cfg.get("b_h"), **kw).to(fmt)
     y, (h, c) = layer(cfg["x"])
-    if merge in ("sum", "ave", "mul") and not _representable(y, fmt):
-        pytest.xfail(f"finding: merge={merge!r} combines the rounded directions in float32 after the 'outputs' "
-                     f"rounding point, so y is not a {fmt} value (see the report)")
     assert _representable(y, fmt) and _representable(h, fmt) and _representable(c, fmt)
 
 

@@ -5,8 +5,8 @@ AttributeValueError, SequenceLengthError, UnknownTargetError) with a message nam
 shapes, dtypes, values and attributes: every call either runs (with outputs of the right shapes) or raises a
 FusedRNNError. NaN / Inf inputs propagate like onnxruntime.
 
-Known defects (non-FusedRNNError exceptions on unusual argument *types*) are pinned by the strict xfail tests at
-the end of the module and kept out of the fuzzers' value pools; see the report.
+Unusual argument *types* (arrays for string options, scalars for lists, ragged sequences, huge integers) are
+checked at the end of the module.
 """
 
 from __future__ import annotations
@@ -707,11 +707,11 @@ def test_nan_state_and_weights_propagate(where):
         assert np.isnan(Y[0, 0, 1, 0]) and np.isnan(Y[1:, :, 1]).all() and np.isnan(Y_c[:, 1]).all()
 
 
-# ---------------------------------------------------------------------------------------- known defects
+# ------------------------------------------------------------------------------- unusual argument types
 _X = np.zeros((3, 2, 2), np.float32)
 _Wg = np.zeros((1, 6, 2), np.float32)
 _Rg = np.zeros((1, 6, 2), np.float32)
-KNOWN_DEFECTS = {
+UNUSUAL_TYPES = {
     "activation_alpha=['x']": lambda: ops.gru(_X, _Wg, _Rg, activations=["LeakyRelu", "Tanh"],
                                                activation_alpha=["x"]),
     "activation_alpha=0.5 (scalar)": lambda: ops.gru(_X, _Wg, _Rg, activations=["LeakyRelu", "Tanh"],
@@ -739,14 +739,12 @@ KNOWN_DEFECTS = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="finding: unusual argument types escape as ValueError/TypeError, not FusedRNNError")
-@pytest.mark.parametrize("case", list(KNOWN_DEFECTS))
-def test_known_defect_unusual_types_raise_fusedrnn_error(case):
+@pytest.mark.parametrize("case", list(UNUSUAL_TYPES))
+def test_unusual_argument_types_raise_fusedrnn_error(case):
     try:
-        KNOWN_DEFECTS[case]()
+        UNUSUAL_TYPES[case]()
     except FusedRNNError:
         return
-    except Exception as exc:  # noqa: BLE001 - the defect: another exception type
+    except Exception as exc:  # noqa: BLE001 - any other exception type is a failure
         raise AssertionError(f"{case}: {type(exc).__name__}: {exc}") from exc
     raise AssertionError(f"{case}: ran without an error")

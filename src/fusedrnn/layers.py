@@ -31,7 +31,15 @@ from .cells.lstm import lstm_sequence
 from .cells.recurrence import DIRECTIONS, MERGE_MODES, direction_flags, merge_directions
 from .cells.rnn import rnn_sequence
 from .errors import AttributeValueError, ConversionError, ShapeError, UnsupportedFeatureError
-from .validation import as_float_array, check_rank, check_shape, choice, optional_positive_float, sequence_lengths
+from .validation import (
+    as_float_array,
+    check_rank,
+    check_shape,
+    choice,
+    flag,
+    optional_positive_float,
+    sequence_lengths,
+)
 
 _DEFAULT_ACTS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh"), "rnn": ("Tanh",)}
 _GATES = {"lstm": 4, "gru": 3, "rnn": 1}
@@ -52,7 +60,7 @@ class RecurrentLayer:
     cell: ClassVar[str] = ""
 
     def __init__(self, W, R, b_x=None, b_h=None, *, direction: str = "forward", activations=None,
-                 clip: float | None = None, batch_first: bool = False, merge: str = "concat", target="fp32",
+                 clip: float | None = None, batch_first: bool = False, merge: str = "concat", target=None,
                  diagonal_ok: bool = False):
         G = _GATES[self.cell]
         self.direction = choice(direction, DIRECTIONS, "direction")
@@ -77,11 +85,12 @@ class RecurrentLayer:
         self.b_h = _opt_array(b_h, "b_h", (D, G * H), f"[num_directions, {G}*hidden_size]")
         self.activations = self._resolve_activations(activations, D)
         self.clip = optional_positive_float(clip, "clip")
-        self.batch_first = bool(batch_first)
+        self.batch_first = flag(batch_first, "batch_first")
         self.merge = choice(merge, MERGE_MODES, "merge")
         from . import targets  # registry sits above the cells; imported lazily to keep import order simple
 
-        self.target = targets.get(target)
+        # by default a layer computes in the precision of its weights
+        self.target = targets.get(target if target is not None else ("fp64" if dt == np.float64 else "fp32"))
 
     # ---- shape facts -------------------------------------------------------------------------------------
     @property
@@ -106,6 +115,9 @@ class RecurrentLayer:
         if activations is None:
             per = [tuple(Activation(a) for a in _DEFAULT_ACTS[self.cell])] * D
             return per
+        if not isinstance(activations, (list, tuple)):
+            raise AttributeValueError(f"activations: expected a list of activation names or Activation objects, "
+                                      f"got {activations!r}")
         acts = list(activations)
         if acts and all(isinstance(a, (list, tuple)) for a in acts):  # per direction
             if len(acts) != D:
@@ -116,6 +128,8 @@ class RecurrentLayer:
         if len(acts) != n * D:
             raise AttributeValueError(f"activations: expected {n} (or {n * D}) activations for a "
                                       f"{self.direction} {self.cell.upper()}, got {len(acts)}: {acts!r}")
+        if not all(isinstance(a, (str, Activation)) for a in acts):
+            raise AttributeValueError(f"activations: expected activation names or Activation objects, got {acts!r}")
         resolved = [a if isinstance(a, Activation) else parse_activations([a])[0] for a in acts]
         return [tuple(resolved[d * n : (d + 1) * n]) for d in range(D)]
 
@@ -148,6 +162,8 @@ class RecurrentLayer:
 
     def _output(self, Y):
         y = merge_directions(Y, self.merge)
+        if self.merge in ("sum", "mul", "ave") and self.num_directions == 2:
+            self.target.rounding.apply("outputs", y)  # the merged values are outputs of the target too
         if self.batch_first:
             y = np.moveaxis(y, 2 if self.merge == "stack" else 1, 0)
         return np.ascontiguousarray(y)
@@ -405,7 +421,7 @@ class GRU(RecurrentLayer):
 
     def __init__(self, W, R, b_x=None, b_h=None, *, linear_before_reset: bool = False, **options):
         super().__init__(W, R, b_x, b_h, **options)
-        self.linear_before_reset = bool(linear_before_reset)
+        self.linear_before_reset = flag(linear_before_reset, "linear_before_reset")
         if self.R.shape[2] != self.hidden_size:
             raise ShapeError(f"R: expected shape {self.W.shape[:2] + (self.hidden_size,)}, got {self.R.shape}")
 
@@ -451,6 +467,8 @@ class Stack:
     the next. ``state`` is a list with one entry per layer (None for zeros)."""
 
     def __init__(self, layers: Sequence[RecurrentLayer]):
+        if not isinstance(layers, (list, tuple)):
+            raise AttributeValueError(f"layers: expected a list of LSTM/GRU/RNN layers, got {layers!r}")
         layers = list(layers)
         if not layers or not all(isinstance(layer, RecurrentLayer) for layer in layers):
             raise AttributeValueError(f"layers: expected a non-empty list of LSTM/GRU/RNN layers, got {layers!r}")
@@ -471,6 +489,8 @@ class Stack:
         return self.layers[k]
 
     def __call__(self, x, state=None, sequence_lens=None):
+        if state is not None and not isinstance(state, (list, tuple)):
+            raise ShapeError(f"state: expected a list of {len(self.layers)} per-layer states, got {state!r}")
         states = [None] * len(self.layers) if state is None else list(state)
         if len(states) != len(self.layers):
             raise ShapeError(f"state: expected {len(self.layers)} per-layer states, got {len(states)}")

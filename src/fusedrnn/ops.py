@@ -31,6 +31,9 @@ from .validation import (
     choice,
     compute_dtype,
     flag,
+    float_list,
+    layout_value,
+    name_list,
     optional_positive_float,
     positive_int,
     sequence_lengths,
@@ -74,9 +77,7 @@ def _split_activations(cell: str, attrs: dict, D: int):
     if names is None:
         names = _DEFAULT_ACTS[cell] * D
     else:
-        if isinstance(names, str) or not all(isinstance(a, str) for a in names):
-            raise AttributeValueError(f"activations: expected a list of activation names, got {names!r}")
-        names = list(names)
+        names = name_list(names, "activations")
         if cell == "rnn" and D == 1 and len(names) == 2:
             names = names[:1]  # the schema default ["Tanh", "Tanh"] applies to one direction
         if len(names) != n * D:
@@ -84,12 +85,9 @@ def _split_activations(cell: str, attrs: dict, D: int):
                 f"activations: expected {n * D} names ({n} per direction x {D} direction(s)) for "
                 f"{cell.upper()}, got {len(names)}: {names!r}"
             )
-    for key in ("activation_alpha", "activation_beta"):
-        v = attrs[key]
-        if v is not None and (isinstance(v, (str, bytes)) or not np.all(np.isfinite(np.asarray(v, float)))):
-            raise AttributeValueError(f"{key}: expected a list of finite floats, got {v!r}")
-    acts = parse_activations(names, attrs["activation_alpha"], attrs["activation_beta"],
-                             defaults=attrs["activation_defaults"])
+    alpha = float_list(attrs["activation_alpha"], "activation_alpha")
+    beta = float_list(attrs["activation_beta"], "activation_beta")
+    acts = parse_activations(names, alpha, beta, defaults=attrs["activation_defaults"])
     return [acts[d * n : (d + 1) * n] for d in range(D)]
 
 
@@ -100,10 +98,8 @@ def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attr
     direction = choice(attrs["direction"], DIRECTIONS, "direction")
     reverse = direction_flags(direction)
     D = len(reverse)
-    layout = attrs["layout"]
-    if layout not in (0, 1) or isinstance(layout, bool):
-        raise AttributeValueError(f"layout: expected 0 (time-major) or 1 (batch-major), got {layout!r}")
-    rounding = attrs["rounding"] or EXACT
+    layout = layout_value(attrs["layout"])
+    rounding = EXACT if attrs["rounding"] is None else attrs["rounding"]
     if not isinstance(rounding, RoundingPolicy):
         raise DTypeError(f"rounding: expected a RoundingPolicy or None, got {type(rounding).__name__}")
     clip = optional_positive_float(attrs["clip"], "clip")
@@ -191,7 +187,7 @@ def lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=
         arrays["x"], arrays["W"], arrays["R"], arrays["b_x"], arrays["b_h"], arrays["h0"], arrays["c0"],
         P=arrays.get("P"), coupling=coupling, **options,
     )
-    return _finish(out, attrs["layout"], out_dtype)
+    return _finish(out, layout_value(attrs["layout"]), out_dtype)
 
 
 def gru(X, W, R, B=None, sequence_lens=None, initial_h=None, **attributes):
@@ -202,7 +198,7 @@ def gru(X, W, R, B=None, sequence_lens=None, initial_h=None, **attributes):
     lbr = flag(attrs["linear_before_reset"], "linear_before_reset")
     out = gru_sequence(arrays["x"], arrays["W"], arrays["R"], arrays["b_x"], arrays["b_h"], arrays["h0"],
                        linear_before_reset=lbr, **options)
-    return _finish(out, attrs["layout"], out_dtype)
+    return _finish(out, layout_value(attrs["layout"]), out_dtype)
 
 
 def rnn(X, W, R, B=None, sequence_lens=None, initial_h=None, **attributes):
@@ -212,7 +208,7 @@ def rnn(X, W, R, B=None, sequence_lens=None, initial_h=None, **attributes):
                                                  attributes)
     out = rnn_sequence(arrays["x"], arrays["W"], arrays["R"], arrays["b_x"], arrays["b_h"], arrays["h0"],
                        **options)
-    return _finish(out, attrs["layout"], out_dtype)
+    return _finish(out, layout_value(attrs["layout"]), out_dtype)
 
 
 __all__ = ["lstm", "gru", "rnn"]

@@ -45,7 +45,11 @@ def optional_positive_float(value, argument: str) -> float | None:
     """None, or a finite float > 0 (clip thresholds)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
+    try:
+        ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and 0 < float(value) < np.inf
+    except OverflowError:
+        ok = False
+    if not ok:
         raise AttributeValueError(f"{argument}: expected a positive finite number or None, got {value!r}")
     return float(value)
 
@@ -58,7 +62,8 @@ def flag(value, argument: str) -> bool:
 
 
 def choice(value, options: tuple, argument: str):
-    if value not in options:
+    """``value`` if it is one of ``options`` (strings or None), else AttributeValueError."""
+    if not isinstance(value, (str, type(None))) or value not in options:
         raise AttributeValueError(f"{argument}: expected one of {options}, got {value!r}")
     return value
 
@@ -67,7 +72,10 @@ def sequence_lengths(lens, T: int, B: int, argument: str = "sequence_lens") -> n
     """Validate per-batch lengths: integers, shape [B], 0 <= len <= T. Returns int64 or None."""
     if lens is None:
         return None
-    arr = np.asarray(lens)
+    try:
+        arr = np.asarray(lens)
+    except ValueError as exc:
+        raise ShapeError(f"{argument}: expected a 1-D integer array of shape ({B},), got a ragged sequence") from exc
     if arr.dtype.kind not in "iu":
         raise DTypeError(f"{argument}: expected an integer array (int32), got dtype {arr.dtype}")
     check_shape(arr, (B,), argument, "(batch_size,)")
@@ -84,7 +92,40 @@ def compute_dtype(x: np.ndarray, dtype=None) -> np.dtype:
     """The engine's compute dtype: ``dtype`` if given, else float64 for float64 input, float32 otherwise."""
     if dtype is None:
         return np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
-    dt = np.dtype(dtype)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise DTypeError(f"dtype: expected float32 or float64 as the compute dtype, got {dtype!r}") from exc
     if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise DTypeError(f"dtype: expected float32 or float64 as the compute dtype, got {dt}")
     return dt
+
+
+def layout_value(value) -> int:
+    """ONNX ``layout``: 0 (time-major) or 1 (batch-major)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value not in (0, 1):
+        raise AttributeValueError(f"layout: expected 0 (time-major) or 1 (batch-major), got {value!r}")
+    return int(value)
+
+
+def float_list(value, argument: str) -> list[float] | None:
+    """None, or a flat list of finite floats (ONNX ``activation_alpha`` / ``activation_beta``)."""
+    if value is None:
+        return None
+    ok = isinstance(value, (list, tuple, np.ndarray))
+    if ok:
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+            ok = arr.ndim == 1 and bool(np.all(np.isfinite(arr)))
+        except (TypeError, ValueError):
+            ok = False
+    if not ok:
+        raise AttributeValueError(f"{argument}: expected a list of finite floats, got {value!r}")
+    return arr.tolist()
+
+
+def name_list(value, argument: str) -> list[str]:
+    """A list of strings (ONNX ``activations``)."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(a, str) for a in value):
+        raise AttributeValueError(f"{argument}: expected a list of activation names, got {value!r}")
+    return list(value)

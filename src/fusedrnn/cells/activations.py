@@ -157,7 +157,7 @@ def parse_activations(
 
     ``defaults`` is ``"ort"`` (onnxruntime's fill values, the default) or ``"onnx"`` (the ONNX operators').
     """
-    if defaults not in ("ort", "onnx"):
+    if not isinstance(defaults, str) or defaults not in ("ort", "onnx"):
         raise AttributeValueError(f"activation_defaults: expected 'ort' or 'onnx', got {defaults!r}")
     alphas = [float(a) for a in (alpha or [])]
     betas = [float(b) for b in (beta or [])]

@@ -28,7 +28,7 @@ def dense(
         for k, a in enumerate(arrs):
             if a.dtype.kind != "f":
                 raise DTypeError(f"{name}[{k}]: expected a float array, got dtype {a.dtype}")
-    dt = np.result_type(*xs, *ws, *([] if bias is None else [np.asarray(bias)]), np.float32)
+    dt = np.result_type(*xs, *ws, np.float32)
     M = ws[0].shape[-1] if ws[0].ndim == 2 else None
     lead = xs[0].shape[:-1]
     for k, (x, w) in enumerate(zip(xs, ws, strict=True)):
@@ -39,6 +39,8 @@ def dense(
     y = np.zeros(lead + (M,), dt)
     if bias is not None:
         b = np.asarray(bias)
+        if b.dtype.kind != "f":
+            raise DTypeError(f"bias: expected a float array, got dtype {b.dtype}")
         if b.shape != (M,):
             raise ShapeError(f"bias: expected shape ({M},), got {b.shape}")
         y += b

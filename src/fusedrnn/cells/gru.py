@@ -25,6 +25,7 @@ from .recurrence import (
     final_rows,
     project_inputs,
     restore_time_order,
+    stored_biases,
 )
 from .rounding import EXACT, RoundingPolicy
 
@@ -54,6 +55,7 @@ def gru_sequence(
 
     # Biases folded into the input projection: everything except, with linear_before_reset, the candidate's
     # recurrent bias, which sits inside r ⊙ (...).
+    b_x, b_h = stored_biases(b_x, b_h, rw)
     bias = np.zeros((D, H3), dt)
     if b_x is not None:
         bias += b_x
@@ -67,9 +69,8 @@ def gru_sequence(
     Wc = W.copy() if rw is not None else W
     RT = np.ascontiguousarray(R.transpose(0, 2, 1))  # [D, H, 3H]
     if rw is not None:
-        for arr in (Wc, RT, bias, b_hn):
-            if arr is not None:
-                rw(arr)
+        for arr in (Wc, RT):
+            rw(arr)
     RT_zr, RT_n = np.ascontiguousarray(RT[:, :, : 2 * H]), np.ascontiguousarray(RT[:, :, 2 * H :])
 
     plan = SequencePlan(T, B, lens)

@@ -34,6 +34,8 @@ from .recurrence import (
     final_rows,
     project_inputs,
     restore_time_order,
+    stored_biases,
+    summed_bias,
 )
 from .rounding import EXACT, RoundingPolicy
 
@@ -89,13 +91,8 @@ def lstm_sequence(
 
     # ---- weights in compute order, pre-transposed for row-vector GEMMs, rounded once --------------------
     Wc = _regate(W, 1)
-    bias = None
-    if b_x is not None or b_h is not None:
-        bias = np.zeros((D, H4), dt)
-        for b in (b_x, b_h):
-            if b is not None:
-                bias += b
-        bias = _regate(bias, 1)
+    bias = summed_bias(*stored_biases(b_x, b_h, rw), (D, H4), dt)
+    bias = None if bias is None else _regate(bias, 1)
     if diagonal:
         Rc = _regate(R, 1).reshape(D, 1, 4, H)
     else:
@@ -106,7 +103,7 @@ def lstm_sequence(
     projT = None if proj_W is None else np.ascontiguousarray(proj_W.transpose(0, 2, 1))  # [D, H, Hp]
     pb = None if proj_b is None else proj_b.reshape(D, 1, Hp).copy()
     if rw is not None:
-        for arr in (Wc, bias, Rc, P_if, P_o, ln_c, projT, pb):
+        for arr in (Wc, Rc, P_if, P_o, ln_c, projT, pb):
             if arr is not None:
                 rw(arr)
     # with layer norm the bias goes in after normalisation, so it is not folded into the projection

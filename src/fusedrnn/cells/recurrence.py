@@ -114,6 +114,31 @@ def project_inputs(
     return G
 
 
+def stored_biases(b_x, b_h, rw) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The biases as a target stores them: copies rounded by the ``weights`` rounder ``rw`` (each tensor on its
+    own, before they are added in the compute precision), or the arrays themselves when ``rw`` is None."""
+    if rw is None:
+        return b_x, b_h
+    out = []
+    for b in (b_x, b_h):
+        if b is not None:
+            b = b.copy()
+            rw(b)
+        out.append(b)
+    return out[0], out[1]
+
+
+def summed_bias(b_x, b_h, shape: tuple, dtype) -> np.ndarray | None:
+    """b_x + b_h (either may be None), or None when both are."""
+    if b_x is None and b_h is None:
+        return None
+    bias = np.zeros(shape, dtype)
+    for b in (b_x, b_h):
+        if b is not None:
+            bias += b
+    return bias
+
+
 def restore_time_order(Yp: np.ndarray, reverse: Sequence[bool], plan: SequencePlan) -> np.ndarray:
     """Y [T, D, B, H] at original time indices from the processing-order buffer Yp [T, D, B, H]."""
     if not any(reverse):

@@ -19,6 +19,8 @@ from .recurrence import (
     final_rows,
     project_inputs,
     restore_time_order,
+    stored_biases,
+    summed_bias,
 )
 from .rounding import EXACT, RoundingPolicy
 
@@ -43,18 +45,12 @@ def rnn_sequence(
     dt = x.dtype
     rw, ri = policy.get("weights"), policy.get("inputs")
     r_pre, r_gate, r_hid, r_out = (policy.get(p) for p in ("preact", "gates", "hidden", "outputs"))
-    bias = None
-    if b_x is not None or b_h is not None:
-        bias = np.zeros((D, H), dt)
-        for b in (b_x, b_h):
-            if b is not None:
-                bias += b
+    bias = summed_bias(*stored_biases(b_x, b_h, rw), (D, H), dt)
     Wc = W.copy() if rw is not None else W
     RT = np.ascontiguousarray(R.transpose(0, 2, 1))
     if rw is not None:
-        for arr in (Wc, RT, bias):
-            if arr is not None:
-                rw(arr)
+        for arr in (Wc, RT):
+            rw(arr)
 
     plan = SequencePlan(T, B, lens)
     x = plan.sort_batch(x, 1)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .activations import Activation
+from .activations import Activation, half_sigmoid
 from .recurrence import (
     SequencePlan,
     activation_applier,
@@ -66,11 +66,17 @@ def gru_sequence(
             b_hn = b_h[:, None, 2 * H :].copy()  # [D, 1, H]
         else:
             bias += b_h
-    Wc = W.copy() if rw is not None else W
-    RT = np.ascontiguousarray(R.transpose(0, 2, 1))  # [D, H, 3H]
+    # σ(x) = ½·tanh(½x) + ½ with the ½ folded into the z and r rows (exact), as in the LSTM engine
+    fold = all(a[0].name == "Sigmoid" for a in acts) and r_pre is None and r_gate is None
+    Wc = W.copy() if (rw is not None or fold) else W
+    RT = np.array(R.transpose(0, 2, 1), order="C", copy=True)  # [D, H, 3H]
     if rw is not None:
         for arr in (Wc, RT):
             rw(arr)
+    if fold:
+        Wc[:, : 2 * H] *= 0.5
+        RT[:, :, : 2 * H] *= 0.5
+        bias[:, : 2 * H] *= 0.5
     RT_zr, RT_n = np.ascontiguousarray(RT[:, :, : 2 * H]), np.ascontiguousarray(RT[:, :, 2 * H :])
 
     plan = SequencePlan(T, B, lens)
@@ -82,9 +88,10 @@ def gru_sequence(
         ri(h_prev)
     G = project_inputs(x, Wc, bias, reverse, plan)
 
-    act_f = activation_applier([a[0] for a in acts], D)
+    act_f = half_sigmoid if fold else activation_applier([a[0] for a in acts], D)
     act_g = activation_applier([a[1] for a in acts], D)
     clamp = clipper(clip)
+    zr_clamp = clipper(None if clip is None else clip / 2) if fold else clamp
     if linear_before_reset:
         acc = np.empty((D, B, H3), dt)
     else:
@@ -106,7 +113,7 @@ def gru_sequence(
             zr = a
             zr += g[:, :, : 2 * H]
         if clamp is not None:
-            clamp(zr)
+            zr_clamp(zr)
         if r_pre is not None:
             r_pre(zr)
         act_f(zr)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .activations import Activation
+from .activations import Activation, half_sigmoid
 from .recurrence import (
     SequencePlan,
     activation_applier,
@@ -108,6 +108,21 @@ def lstm_sequence(
                 rw(arr)
     # with layer norm the bias goes in after normalisation, so it is not folded into the projection
     ln_bias = None if ln_c is None or bias is None else bias.reshape(D, 1, 4, H)
+    # σ(x) = ½·tanh(½x) + ½. With f = Sigmoid (all directions) and no rounding of pre-activations or gates, the ½
+    # is folded into the i, f, o rows of W, R, biases and peepholes (exact: a power of two), so a single tanh call
+    # covers every gate of a step. Layer norm is excluded (ε makes it not scale-invariant).
+    fold = (all(a[0].name == "Sigmoid" for a in acts) and r_pre is None and r_gate is None and ln_c is None)
+    if fold:
+        Wc[:, : 3 * H] *= 0.5
+        if bias is not None:
+            bias[:, : 3 * H] *= 0.5
+        if diagonal:
+            Rc[:, :, :3] *= 0.5
+        else:
+            Rc[:, :, : 3 * H] *= 0.5
+        if P_if is not None:
+            P_if *= 0.5
+            P_o *= 0.5
 
     plan = SequencePlan(T, B, lens)
     x = plan.sort_batch(x, 1)
@@ -120,10 +135,13 @@ def lstm_sequence(
             ri(arr)
     G = project_inputs(x, Wc, None if ln_c is not None else bias, reverse, plan)
 
-    act_f = activation_applier([a[0] for a in acts], D)
+    act_f = half_sigmoid if fold else activation_applier([a[0] for a in acts], D)
     act_g = activation_applier([a[1] for a in acts], D)
     act_h = activation_applier([a[2] for a in acts], D)
+    h_is_tanh = all(a[2].name == "Tanh" for a in acts)
+    one_tanh = fold and P_if is None and all(a[1].name == "Tanh" for a in acts)
     clamp = clipper(clip)
+    fclamp = clipper(None if clip is None else clip / 2) if fold else clamp
     cclamp = clipper(cell_clip)
     pclamp = clipper(proj_clip)
     peep_o = P_o is not None
@@ -161,13 +179,18 @@ def lstm_sequence(
             layer_norm(a4, slice(3, 4))
         early, cand = a[:, :, :n_early], a[:, :, 3 * H :]
         if clamp is not None:
-            clamp(early)
+            fclamp(early)
             clamp(cand)
         if r_pre is not None:
             r_pre(early)
             r_pre(cand)
-        act_f(early)
-        act_g(cand)
+        if one_tanh:  # all four gates in one call, then ½·t + ½ on i, f, o
+            np.tanh(a, out=a)
+            early *= 0.5
+            early += 0.5
+        else:
+            act_f(early)
+            act_g(cand)
         gi, gf = a[:, :, 0:H], a[:, :, H : 2 * H]
         if coupling == "input_forget":
             np.subtract(1, gi, out=gf)
@@ -190,7 +213,7 @@ def lstm_sequence(
             if ln_c is not None:
                 layer_norm(a4, slice(2, 3))
             if clamp is not None:
-                clamp(go)
+                fclamp(go)
             if r_pre is not None:
                 r_pre(go)
             act_f(go)
@@ -199,8 +222,11 @@ def lstm_sequence(
         # h = o * h(c), then the optional projection
         hn = Yp[s, :, :n]
         m = hn if m_buf is None else m_buf[:, :n]
-        m[...] = cc
-        act_h(m)
+        if h_is_tanh:
+            np.tanh(cc, out=m)
+        else:
+            m[...] = cc
+            act_h(m)
         m *= go
         if m_buf is not None:
             if r_hid is not None:

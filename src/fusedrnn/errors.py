@@ -35,6 +35,14 @@ class ConversionError(FusedRNNError, ValueError):
     """A layer cannot be converted to or from another framework's convention."""
 
 
+class FrameworkTypeError(ConversionError, DTypeError):
+    """A converter was given an object of the wrong kind (e.g. not a PyTorch RNN module or Keras RNN layer)."""
+
+
+class InputError(FusedRNNError, ValueError):
+    """A model was fed unknown, missing or ill-typed inputs."""
+
+
 class UnknownTargetError(FusedRNNError, KeyError):
     """No emulation target is registered under the requested name."""
 
@@ -53,6 +61,8 @@ __all__ = [
     "AttributeValueError",
     "SequenceLengthError",
     "ConversionError",
+    "FrameworkTypeError",
+    "InputError",
     "UnknownTargetError",
     "UnsupportedFeatureError",
 ]

@@ -9,7 +9,10 @@ out x in per direction, W [D, G*H, I], R [D, G*H, Hp]; double bias ``b_x``, ``b_
 * y has the directions merged by ``merge``: ``"concat"`` [T, B, D*H] (PyTorch/Keras), ``"stack"`` [T, D, B, H]
   (ONNX), ``"sum"``, ``"mul"``, ``"ave"`` [T, B, H]; batch first when ``batch_first``;
 * state is [D, B, H] for GRU/RNN and a pair (h [D, B, Hp], c [D, B, H]) for LSTM, whatever ``batch_first``;
-* ``sequence_lens`` [B] follows onnxruntime: outputs past each length are zero, the state is the last valid one.
+* ``sequence_lens`` [B] follows onnxruntime: outputs past each length are zero, the state is the last valid one;
+* ``output_order="time"`` (default) stores the backward direction's output for x[t] at index t (ONNX, PyTorch,
+  Keras Bidirectional); ``"processing"`` stores a reverse layer's outputs in the order it computes them (Keras
+  ``go_backwards``, MLI BACKWARD + OUT_ALL): index s holds the state after reading x[len-1-s].
 
 Importers keep their source's conventions (``from_onnx``: merge "stack" and ONNX ``layout``; ``from_torch``:
 merge "concat" and ``batch_first``; ``from_keras``: batch first and the Bidirectional merge mode), so a converted
@@ -28,7 +31,7 @@ from . import conventions
 from .cells.activations import Activation, parse_activations, to_onnx_lists
 from .cells.gru import gru_sequence
 from .cells.lstm import lstm_sequence
-from .cells.recurrence import DIRECTIONS, MERGE_MODES, direction_flags, merge_directions
+from .cells.recurrence import DIRECTIONS, MERGE_MODES, direction_flags, merge_directions, reverse_valid_prefix
 from .cells.rnn import rnn_sequence
 from .errors import AttributeValueError, ConversionError, ShapeError, UnsupportedFeatureError
 from .validation import (
@@ -44,6 +47,7 @@ from .validation import (
 _DEFAULT_ACTS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh"), "rnn": ("Tanh",)}
 _GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 COUPLINGS = (None, "input_forget", "cifg")
+OUTPUT_ORDERS = ("time", "processing")
 
 
 def _opt_array(a, name: str, shape: tuple, meaning: str) -> np.ndarray | None:
@@ -61,7 +65,7 @@ class RecurrentLayer:
 
     def __init__(self, W, R, b_x=None, b_h=None, *, direction: str = "forward", activations=None,
                  clip: float | None = None, batch_first: bool = False, merge: str = "concat", target=None,
-                 diagonal_ok: bool = False):
+                 output_order: str = "time", diagonal_ok: bool = False):
         G = _GATES[self.cell]
         self.direction = choice(direction, DIRECTIONS, "direction")
         D = len(direction_flags(direction))
@@ -87,6 +91,10 @@ class RecurrentLayer:
         self.clip = optional_positive_float(clip, "clip")
         self.batch_first = flag(batch_first, "batch_first")
         self.merge = choice(merge, MERGE_MODES, "merge")
+        self.output_order = choice(output_order, OUTPUT_ORDERS, "output_order")
+        if self.output_order == "processing" and self.direction != "reverse":
+            raise AttributeValueError(f"output_order: 'processing' applies to direction='reverse' layers only, got "
+                                      f"direction={self.direction!r}")
         from . import targets  # registry sits above the cells; imported lazily to keep import order simple
 
         # by default a layer computes in the precision of its weights
@@ -160,7 +168,9 @@ class RecurrentLayer:
         check_shape(a, (self.num_directions, B, size), name, "[num_directions, batch, hidden]")
         return np.ascontiguousarray(a, dtype=dt)
 
-    def _output(self, Y):
+    def _output(self, Y, lens):
+        if self.output_order == "processing":  # back to processing order: index s <- time len-1-s
+            Y = reverse_valid_prefix(Y.transpose(0, 2, 1, 3), lens).transpose(0, 2, 1, 3)
         y = merge_directions(Y, self.merge)
         if self.merge in ("sum", "mul", "ave") and self.num_directions == 2:
             self.target.rounding.apply("outputs", y)  # the merged values are outputs of the target too
@@ -235,6 +245,9 @@ class RecurrentLayer:
     def _check_onnx_expressible(self):
         """Raise ConversionError for options an ONNX node cannot carry (the direction merge is not one:
         the node always returns the stacked direction axis)."""
+        if self.output_order == "processing":
+            raise ConversionError("output_order: ONNX stores reverse outputs in time order; export a copy with "
+                                  "output_order='time' and flip Y along time (over each sequence's length)")
 
     def _onnx_extra(self, out: dict) -> None:
         pass
@@ -387,7 +400,7 @@ class LSTM(RecurrentLayer):
             proj_b=w(self.proj_b), proj_clip=self.proj_clip, ln=w(self.layer_norm),
             **self._common_options(lens),
         )
-        return self._output(Y), (h, c)
+        return self._output(Y, lens), (h, c)
 
     def features(self) -> list[str]:
         f = super().features()
@@ -399,6 +412,7 @@ class LSTM(RecurrentLayer):
         return f
 
     def _check_onnx_expressible(self):
+        super()._check_onnx_expressible()
         bad = [name for cond, name in ((self.coupling == "cifg", "coupling='cifg'"),
                                        (self.cell_clip is not None, "cell_clip"),
                                        (self.proj_W is not None, "projection"),
@@ -432,7 +446,7 @@ class GRU(RecurrentLayer):
         Y, h = gru_sequence(xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h),
                             self._state(state, "state", xt.shape[1], self.hidden_size, dt),
                             linear_before_reset=self.linear_before_reset, **self._common_options(lens))
-        return self._output(Y), h
+        return self._output(Y, lens), h
 
     def features(self) -> list[str]:
         return super().features() + (["linear_before_reset"] if self.linear_before_reset else [])
@@ -459,7 +473,7 @@ class RNN(RecurrentLayer):
         Y, h = rnn_sequence(xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h),
                             self._state(state, "state", xt.shape[1], self.hidden_size, dt),
                             **self._common_options(lens))
-        return self._output(Y), h
+        return self._output(Y, lens), h
 
 
 class Stack:

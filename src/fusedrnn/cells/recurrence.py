@@ -56,12 +56,9 @@ class SequencePlan:
         self.inverse = np.argsort(order)
         ls = lens[order]
         self.lens_sorted = ls
-        steps = np.arange(T)
         # number of rows still running at each processing step
-        self.active = (ls[None, :] > steps[:, None]).sum(axis=1)
-        # rev_index[s, b]: the time index processing step s of row b reads in a backward walk (an involution
-        # on the valid prefix; padded steps map to themselves)
-        self.rev_index = np.where(steps[:, None] < ls[None, :], ls[None, :] - 1 - steps[:, None], steps[:, None])
+        self.active = (ls[None, :] > np.arange(T)[:, None]).sum(axis=1)
+        self.rev_index = reversal_index(ls, T)
 
     def sort_batch(self, a: np.ndarray, axis: int) -> np.ndarray:
         """``a`` with its batch axis put in processing order (a no-op without sequence_lens)."""
@@ -87,6 +84,20 @@ class SequencePlan:
                 if n == 0:
                     return
                 yield s, n
+
+
+def reversal_index(lens: np.ndarray, T: int) -> np.ndarray:
+    """idx[s, b]: the time index that step s of a backward walk over row b's valid prefix reads (len_b-1-s);
+    padded steps map to themselves, so the map is an involution on [0, T)."""
+    steps = np.arange(T)[:, None]
+    return np.where(steps < lens[None, :], lens[None, :] - 1 - steps, steps)
+
+
+def reverse_valid_prefix(a: np.ndarray, lens: np.ndarray | None) -> np.ndarray:
+    """A [T, B, ...] array with each row's first lens[b] steps reversed (all T steps when ``lens`` is None)."""
+    if lens is None:
+        return a[::-1]
+    return a[reversal_index(lens, a.shape[0]), np.arange(a.shape[1])]
 
 
 def project_inputs(

@@ -123,7 +123,9 @@ def test_from_keras_matches_layer(seed):
         assert fused.merge == fk.MERGE_MODES[cfg["merge_mode"]]
     if kind == "gru":
         assert fused.linear_before_reset == cfg["reset_after"]
-    assert isinstance(fused, fk._ProcessingOrder) == cfg["go_backwards"]
+    assert type(fused) in (LSTM, GRU, RNN)
+    assert (fused.output_order == "processing") == cfg["go_backwards"]
+    assert fused.direction == ("bidirectional" if D == 2 else ("reverse" if cfg["go_backwards"] else "forward"))
     x = rng.uniform(-1.5, 1.5, (B, T, cfg["I"])).astype(np.float32)
     st = keras_states(kind, D, B, cfg["units"], rng) if with_state else None
     yk, sk = call_keras(layer, x, st)
@@ -253,13 +255,21 @@ def test_go_backwards_sequence_lens_processing_order():
             np.testing.assert_allclose(y[b, :n], call_keras_seq(layer, x[b:b + 1, :n])[0], **TOL)
         assert not np.any(y[b, n:])
     # time_ordered / processing_order are inverses; the time-ordered layer has ONNX's convention
-    plain = fused.time_ordered()
-    assert type(plain) is LSTM
+    assert type(fused) is LSTM and (fused.direction, fused.output_order) == ("reverse", "processing")
+    plain = fk.time_ordered(fused)
+    assert type(plain) is LSTM and plain.output_order == "time" and fused.output_order == "processing"
     y2, _ = plain(x)
     np.testing.assert_array_equal(y2[:, ::-1], fused(x)[0])
-    assert type(fk.processing_order(plain)) is fk.GoBackwardsLSTM
-    with pytest.raises(ConversionError, match="processing order"):
+    back = fk.processing_order(plain)
+    assert type(back) is LSTM and back.output_order == "processing" and plain.output_order == "time"
+    with pytest.raises(ConversionError, match="output_order"):
         fused.to_onnx()
+    plain.to_onnx()  # the time-ordered copy exports
+    with pytest.raises(ConversionError, match="output_order='processing' needs direction='reverse'"):
+        fk.processing_order(LSTM(plain.W, plain.R, direction="forward"))
+    with pytest.raises(ConversionError, match="expected a fusedrnn LSTM, GRU or RNN") as ei:
+        fk.time_ordered(layer)
+    assert isinstance(ei.value, TypeError)
 
 
 def call_keras_seq(layer, x):
@@ -321,6 +331,29 @@ def test_to_keras_go_backwards():
     assert kl.go_backwards
     x = rng.uniform(-1, 1, (2, 4, 2)).astype(np.float32)
     np.testing.assert_allclose(fk.processing_order(plain)(x)[0], call_keras_seq(kl, x), **TOL)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
+def test_to_keras_output_order_processing_is_go_backwards(cell):
+    """A reverse layer built with output_order="processing" (no helper) -> go_backwards=True, against Keras; and
+    from_keras of that Keras layer gives back the same option and weights."""
+    rng = np.random.default_rng(31)
+    base = canonical_layer(cell, rng, I=2, H=3, D=1, bias="none" if cell == "rnn" else "double")
+    cls = type(base)
+    extra = {"linear_before_reset": True} if cell == "gru" else {}
+    layer = cls(base.W, base.R, base.b_x, base.b_h, direction="reverse", output_order="processing",
+                batch_first=True, **extra)
+    kl = fk.to_keras(layer, return_state=True)
+    assert kl.go_backwards
+    x = rng.uniform(-1, 1, (3, 5, 2)).astype(np.float32)
+    yk, sk = call_keras(kl, x)
+    y, sf = layer(x)
+    np.testing.assert_allclose(y, yk, **TOL)
+    check_states(cell, sf, sk, 1, cell)
+    back = fk.from_keras(kl)
+    assert type(back) is cls and (back.direction, back.output_order) == ("reverse", "processing")
+    np.testing.assert_array_equal(back.W, layer.W)
+    np.testing.assert_array_equal(back.R, layer.R)
 
 
 # ------------------------------------------------------------------------------------------- bad input

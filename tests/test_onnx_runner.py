@@ -10,7 +10,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import fusedrnn.example as ex
-from fusedrnn.errors import AttributeValueError, DTypeError, FusedRNNError, ShapeError, UnknownTargetError
+from fusedrnn.errors import (
+    AttributeValueError,
+    DTypeError,
+    FusedRNNError,
+    InputError,
+    ShapeError,
+    UnknownTargetError,
+)
 from fusedrnn.frontends import onnx as fonnx
 
 ort = pytest.importorskip("onnxruntime")
@@ -157,10 +164,13 @@ def test_load_errors(tmp_path):
 def test_feed_errors():
     m = fonnx.load(ex.model_path())
     x = ex.load_data()[0][:2]
-    with pytest.raises(AttributeValueError, match="missing.*'x'"):
+    with pytest.raises(InputError, match="missing.*'x'") as ei:
         m.run({})
-    with pytest.raises(AttributeValueError, match="unknown.*'z'"):
+    assert isinstance(ei.value, ValueError) and not isinstance(ei.value, AttributeValueError)
+    with pytest.raises(InputError, match="unknown.*'z'"):
         m.run({"x": x, "z": x})
+    with pytest.raises(InputError, match="missing.*'x'.*unknown.*'y'"):
+        m.run({"y": x})
     with pytest.raises(DTypeError, match="x: expected dtype float32, got float64"):
         m.run({"x": x.astype(np.float64)})
     with pytest.raises(ShapeError, match="x: expected shape"):

@@ -112,8 +112,10 @@ def test_torch_fused_onnx_fused_torch_bit_identical(kind, bidirectional, bias):
     m = _torch_module(torch, kind, bidirectional=bidirectional, batch_first=bidirectional, bias=bias, seed=1)
     layer = RecurrentLayer.from_torch(m)
     for back in onnx_roundtrip(layer):
-        # ONNX's importer keeps ONNX's conventions (merge "stack"); PyTorch's output is the concatenation
-        m2 = with_options(back, merge="concat").to_torch()
+        # ONNX's importer keeps ONNX's conventions (merge "stack"); to_torch accepts it: the same values as
+        # PyTorch's concatenated output in another layout
+        assert back.merge == "stack"
+        m2 = back.to_torch()
         assert m2.batch_first == m.batch_first and m2.bidirectional == m.bidirectional
         _params_equal(torch, m, m2, zero_bias_ok=not bias)
 
@@ -259,7 +261,8 @@ def test_keras_layer_through_onnx_runs_the_same_in_ort(kind, opts):
         yk = np.asarray(keras.ops.convert_to_numpy(yk))
     layer = RecurrentLayer.from_keras(kl)
     if opts.get("go_backwards"):
-        layer = layer.time_ordered()  # ONNX's time order; Keras returns processing order
+        assert layer.output_order == "processing"  # Keras returns processing order
+        layer = with_options(layer, output_order="time")  # ONNX's time order
     Y = _ort(with_options(layer, batch_first=False), x.transpose(1, 0, 2))[0]  # [T, D, B, H]
     if opts.get("go_backwards"):
         Y = Y[::-1]

@@ -276,6 +276,51 @@ def test_to_torch_single_direction_merge_sum_is_fine():
     assert isinstance(to_torch(lay), torch.nn.RNN)
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
+@pytest.mark.parametrize("D", [1, 2])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_to_torch_accepts_merge_stack(cell, D, batch_first):
+    """merge="stack" (from_onnx's) changes the output layout only: the module's concatenated output holds the same
+    values, and the parameters are those of the merge="concat" layer."""
+    rng = np.random.default_rng(40 + D + 2 * batch_first)
+    concat = random_layer(cell, rng, I=3, H=4, D=D, batch_first=batch_first)
+    stacked = copy.copy(concat)
+    stacked.merge = "stack"
+    module = to_torch(stacked)
+    for (n1, p1), (n2, p2) in zip(to_torch(concat).named_parameters(), module.named_parameters(), strict=True):
+        assert n1 == n2 and torch.equal(p1, p2), n1
+    T, B = 5, 2
+    x = rng.uniform(-1, 1, (B, T, 3) if batch_first else (T, B, 3)).astype(np.float32)
+    with torch.no_grad():
+        yt = _np(module(torch.from_numpy(x))[0])
+    y, _ = stacked(x)
+    assert y.shape == ((B, T, D, 4) if batch_first else (T, D, B, 4))
+    as_concat = y.reshape(B, T, D * 4) if batch_first else y.transpose(0, 2, 1, 3).reshape(T, B, D * 4)
+    np.testing.assert_allclose(as_concat, yt, **TOL)
+
+
+def test_to_torch_from_onnx_layer():
+    """A layer imported from ONNX (merge="stack") converts to PyTorch as it is."""
+    rng = np.random.default_rng(8)
+    m = torch.nn.GRU(3, 4, bidirectional=True).eval()
+    spec = from_torch(m).to_onnx()
+    layer = GRU.from_onnx(spec["W"], spec["R"], spec["B"], **spec["attributes"])
+    assert layer.merge == "stack"
+    m2 = to_torch(layer)
+    x = rng.uniform(-1, 1, (5, 2, 3)).astype(np.float32)
+    with torch.no_grad():
+        np.testing.assert_allclose(_np(m2(torch.from_numpy(x))[0]), _np(m(torch.from_numpy(x))[0]), **TOL)
+
+
+def test_converter_type_errors_are_framework_type_errors():
+    from fusedrnn.errors import FrameworkTypeError
+
+    for call in (lambda: from_torch(torch.nn.Linear(2, 3)), lambda: to_torch(torch.nn.LSTM(2, 3))):
+        with pytest.raises(FrameworkTypeError) as ei:
+            call()
+        assert isinstance(ei.value, ConversionError) and isinstance(ei.value, TypeError)
+
+
 # ------------------------------------------------------------------------------------------- bad input
 
 def test_from_torch_wrong_module_type():
@@ -327,8 +372,9 @@ H3 = np.full((1, 3, 3), 0.1, np.float32)
     (lambda r: LSTM(r.uniform(size=(1, 12, 2)), r.uniform(size=(1, 12))), "diagonal"),
     (lambda r: _lstm(r, activations=["Sigmoid", "Tanh", "Relu"]), "activations"),
     (lambda r: _lstm(r, D=2, direction="bidirectional", merge="sum"), "merge='sum'"),
-    (lambda r: _lstm(r, D=2, direction="bidirectional", merge="stack"), "merge='stack'"),
-    (lambda r: _lstm(r, merge="stack"), "merge='stack'"),
+    (lambda r: _lstm(r, D=2, direction="bidirectional", merge="mul"), "merge='mul'"),
+    (lambda r: _lstm(r, D=2, direction="bidirectional", merge="ave"), "merge='ave'"),
+    (lambda r: _lstm(r, direction="reverse", output_order="processing"), "output_order='processing'"),
     (lambda r: _lstm(r, direction="reverse"), "direction='reverse'"),
     (lambda r: random_layer("gru", r, I=2, H=3, D=1, lbr=False), "linear_before_reset=False"),
     (lambda r: GRU(r.uniform(size=(1, 9, 2)), r.uniform(size=(1, 9, 3)), linear_before_reset=True,

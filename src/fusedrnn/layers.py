@@ -208,8 +208,9 @@ class RecurrentLayer:
         return f
 
     def __repr__(self) -> str:
+        order = "" if self.output_order == "time" else f", output_order={self.output_order!r}"
         return (f"{type(self).__name__}(input_size={self.input_size}, hidden_size={self.hidden_size}, "
-                f"direction={self.direction!r}, target={self.target.name!r})")
+                f"direction={self.direction!r}{order}, target={self.target.name!r})")
 
     # ---- ONNX --------------------------------------------------------------------------------------------
     def _onnx_common(self) -> dict:

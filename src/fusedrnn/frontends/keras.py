@@ -15,10 +15,11 @@ arrays (``layer.get_weights()``) and the layer's config, for users without the K
   RNN (act,)) through ``KERAS_ACTIVATIONS`` (Keras 3 ``hard_sigmoid`` = relu6(x + 3) / 6 = ONNX HardSigmoid
   alpha 1/6, beta 0.5; ``leaky_relu`` slope 0.2; ``linear`` (or None) = Affine(1, 0)); any other activation
   raises ConversionError.
-* ``go_backwards=True`` -> a reverse-direction layer whose output sequence is in **processing order**, as Keras
-  returns it (:class:`GoBackwardsLSTM`, ``GoBackwardsGRU``, ``GoBackwardsRNN``): y[:, s] is the state after
-  reading x[:, T-1-s]; the final state is the same as ``direction="reverse"``'s. ``time_ordered()`` gives the
-  plain (ONNX-convention) reverse layer, :func:`processing_order` the other way round.
+* ``go_backwards=True`` -> a plain :class:`~fusedrnn.LSTM` / ``GRU`` / ``RNN`` with ``direction="reverse"`` and
+  ``output_order="processing"``, Keras's output order: y[:, s] is the state after reading x[:, T-1-s]
+  (x[:, len-1-s] with ``sequence_lens``; steps past a row's length stay zero); the final state is the same as
+  with ``output_order="time"``. :func:`time_ordered` returns a copy with ONNX's (time) order, which ONNX can
+  export; :func:`processing_order` the other way round.
 * ``Bidirectional(merge_mode=...)`` -> ``direction="bidirectional"``, ``merge`` = concat / sum / mul / ave;
   ``merge_mode=None`` -> ``merge="stack"``: y [B, T, 2, U] with ``y[:, :, 0]`` and ``y[:, :, 1]`` Keras's two
   outputs (the backward one flipped back to time order, as Keras does). Forward and backward layers may differ
@@ -32,13 +33,17 @@ weights and are not converted. Masking is not converted either: Keras carries st
 steps, which differs from fusedrnn's (onnxruntime's) ``sequence_lens`` semantics.
 
 ``to_keras(layer)`` builds the equivalent Keras layer (built, weights set, ``return_sequences=True``; extra
-keyword arguments go to the recurrent layer's constructor) and raises :class:`~fusedrnn.ConversionError` naming
+keyword arguments go to the recurrent layer's constructor): ``direction="reverse"`` with
+``output_order="processing"`` becomes ``go_backwards=True``. It raises :class:`~fusedrnn.ConversionError` naming
 everything Keras cannot express: peepholes, projection, layer norm, ``clip``, ``cell_clip``, ``coupling``
 (input_forget / CIFG), a diagonal recurrence, activations Keras has no name for, an LSTM whose cell-candidate
-and output activations differ, a time-ordered ``direction="reverse"`` (Keras ``go_backwards`` returns outputs in
-processing order; see :func:`processing_order`) and ``merge="stack"`` on a one-direction layer. The Keras layer
-is batch-major and float32 whatever the fusedrnn layer's ``batch_first`` and dtype; its emulation target is not
-part of the conversion.
+and output activations differ, a ``direction="reverse"`` layer with ``output_order="time"`` (Keras
+``go_backwards`` returns outputs in processing order; see :func:`processing_order`) and ``merge="stack"`` on a
+one-direction layer. The Keras layer is batch-major and float32 whatever the fusedrnn layer's ``batch_first``
+and dtype; its emulation target is not part of the conversion.
+
+Converter type errors (an object that is not a Keras recurrent layer, or not a fusedrnn layer) are
+:class:`~fusedrnn.errors.FrameworkTypeError`, both a ConversionError and a TypeError.
 """
 
 from __future__ import annotations
@@ -50,8 +55,7 @@ import numpy as np
 
 from .. import conventions
 from ..cells.activations import Activation
-from ..errors import AttributeValueError, ConversionError, DTypeError, ShapeError
-from ..validation import sequence_lengths
+from ..errors import AttributeValueError, ConversionError, DTypeError, FrameworkTypeError, ShapeError
 
 _GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 _KERAS_CLASS = {"lstm": "LSTM", "gru": "GRU", "rnn": "SimpleRNN"}
@@ -76,10 +80,6 @@ KERAS_ACTIVATIONS = {
 _IGNORED_CONFIG = {"name", "trainable", "dtype", "return_sequences", "return_state", "stateful", "unroll",
                    "zero_output_for_mask", "dropout", "recurrent_dropout", "seed", "implementation", "use_cudnn",
                    "unit_forget_bias", "time_major", "activity_regularizer"}
-
-
-class LayerTypeError(ConversionError, DTypeError):
-    """The object given is not a Keras layer fusedrnn can convert (a ConversionError and a TypeError)."""
 
 
 def _keras(func: str):
@@ -229,13 +229,13 @@ def _build(kind: str, dirs: list[dict], merge: str):
     b_x, b_h = bias("b_x"), bias("b_h")
     common = dict(direction="bidirectional" if D == 2 else ("reverse" if dirs[0]["go_backwards"] else "forward"),
                   activations=[list(d["acts"]) for d in dirs], batch_first=True, merge=merge)
-    backwards = D == 1 and dirs[0]["go_backwards"]
+    if common["direction"] == "reverse":
+        common["output_order"] = "processing"  # Keras go_backwards returns the outputs as it computes them
     if kind == "lstm":
-        return (GoBackwardsLSTM if backwards else LSTM)(W, R, b_x, b_h, **common)
+        return LSTM(W, R, b_x, b_h, **common)
     if kind == "gru":
-        return (GoBackwardsGRU if backwards else GRU)(W, R, b_x, b_h, linear_before_reset=dirs[0]["lbr"],
-                                                      **common)
-    return (GoBackwardsRNN if backwards else RNN)(W, R, b_x, b_h, **common)
+        return GRU(W, R, b_x, b_h, linear_before_reset=dirs[0]["lbr"], **common)
+    return RNN(W, R, b_x, b_h, **common)
 
 
 def _check_expected(expected, kind: str) -> None:
@@ -293,9 +293,9 @@ def _read_rnn(layer, keras, where: str = "") -> tuple[str, dict]:
     if kind is None:
         kind = next((k for c, k in cells.items() if isinstance(cell, c)), None)
     if kind is None:
-        raise LayerTypeError(f"{where}layer: expected a Keras LSTM, GRU, SimpleRNN (or an RNN with one LSTMCell, "
-                             f"GRUCell or SimpleRNNCell) or a Bidirectional of one, got "
-                             f"{type(layer).__name__} with cell {type(cell).__name__}")
+        raise FrameworkTypeError(f"{where}layer: expected a Keras LSTM, GRU, SimpleRNN (or an RNN with one "
+                                 f"LSTMCell, GRUCell or SimpleRNNCell) or a Bidirectional of one, got "
+                                 f"{type(layer).__name__} with cell {type(cell).__name__}")
     if not layer.built or getattr(cell, "kernel", None) is None:
         raise ConversionError(f"{where}layer: the Keras layer {layer.name!r} is not built and has no weights yet; "
                               f"call it on an input or build(input_shape) first")
@@ -328,8 +328,8 @@ def from_keras(layer, expected=None):
         _check_expected(expected, kf)
         return _build(kf, [df, db], MERGE_MODES[layer.merge_mode])
     if not isinstance(layer, keras.layers.RNN):
-        raise LayerTypeError(f"layer: expected a Keras LSTM, GRU, SimpleRNN or Bidirectional layer, got "
-                             f"{type(layer).__module__}.{type(layer).__qualname__}")
+        raise FrameworkTypeError(f"layer: expected a Keras LSTM, GRU, SimpleRNN or Bidirectional layer, got "
+                                 f"{type(layer).__module__}.{type(layer).__qualname__}")
     kind, d = _read_rnn(layer, keras)
     _check_expected(expected, kind)
     return _build(kind, [d], "concat")
@@ -337,82 +337,42 @@ def from_keras(layer, expected=None):
 
 # ------------------------------------------------------------------------------------------------ go_backwards
 
-class _ProcessingOrder:
-    """Mixin: a ``direction="reverse"`` layer whose output sequence is in processing order (Keras
-    ``go_backwards=True``): y at step s is the state after reading x[T-1-s] (x[len-1-s] with ``sequence_lens``;
-    steps past a row's length stay zero). The returned state is unchanged. ONNX and PyTorch cannot express this
-    output order: ``time_ordered()`` gives the plain reverse layer."""
-
-    output_order = "processing"
-
-    def __call__(self, x, state=None, sequence_lens=None):
-        y, st = super().__call__(x, state, sequence_lens)
-        bf, stack = self.batch_first, self.merge == "stack"
-        t_ax, b_ax = (1, 0) if bf else (0, 2 if stack else 1)
-        T, B = y.shape[t_ax], y.shape[b_ax]
-        lens = sequence_lengths(sequence_lens, T, B)
-        if lens is None:
-            return np.ascontiguousarray(np.flip(y, axis=t_ax)), st
-        steps = np.arange(T)[:, None]
-        idx = np.where(steps < lens[None, :], lens[None, :] - 1 - steps, steps)  # [T, B]
-        ym = np.moveaxis(y, (t_ax, b_ax), (0, 1))
-        idx = idx.reshape(idx.shape + (1,) * (ym.ndim - 2))
-        out = np.take_along_axis(ym, idx, axis=0)
-        return np.ascontiguousarray(np.moveaxis(out, (0, 1), (t_ax, b_ax))), st
-
-    def _check_onnx_expressible(self):
-        super()._check_onnx_expressible()
-        raise ConversionError("layer: ONNX cannot express outputs in processing order (Keras go_backwards); "
-                              "export layer.time_ordered() (direction='reverse', Y in time order: flip Y along "
-                              "time to get Keras's output)")
-
-    def time_ordered(self):
-        """A copy as a plain ``direction="reverse"`` layer (outputs at their original time index)."""
-        new = copy.copy(self)
-        new.__class__ = next(base for sub, base in _BASE.items() if isinstance(self, sub))
-        return new
-
-
-def processing_order(layer):
-    """A copy of a ``direction="reverse"`` layer that returns its outputs in processing order, as Keras
-    ``go_backwards=True`` does (the inverse of ``time_ordered()``)."""
+def _copy_with_order(layer, order: str, func: str):
     from ..layers import RecurrentLayer
 
-    if not isinstance(layer, RecurrentLayer) or layer.direction != "reverse":
-        raise ConversionError(f"layer: expected a fusedrnn layer with direction='reverse', got {layer!r}")
-    if isinstance(layer, _ProcessingOrder):
-        return copy.copy(layer)
-    sub = next((s for s, base in _BASE.items() if type(layer) is base), None)
-    if sub is None:
-        raise ConversionError(f"layer: expected a fusedrnn LSTM, GRU or RNN, got {type(layer).__name__}")
-    new = copy.copy(layer)
-    new.__class__ = sub
+    if not isinstance(layer, RecurrentLayer):
+        raise FrameworkTypeError(f"layer: {func} expected a fusedrnn LSTM, GRU or RNN, got "
+                                 f"{type(layer).__name__}")
+    new = copy.copy(layer)  # shares the weight arrays, as layer.to() does
+    new.output_order = order
     return new
 
 
-def _make_backwards():
-    from ..layers import GRU, LSTM, RNN
-
-    classes = {}
-    for base in (LSTM, GRU, RNN):
-        cls = type(f"GoBackwards{base.__name__}", (_ProcessingOrder, base),
-                   {"__doc__": f"A reverse {base.__name__} with Keras go_backwards output order "
-                               f"(see :class:`_ProcessingOrder`).", "__module__": __name__})
-        classes[cls] = base
-    return classes
+def time_ordered(layer):
+    """A copy of ``layer`` with ``output_order="time"``: a reverse layer's output for x[t] at index t (ONNX's and
+    PyTorch's order; ``to_onnx`` accepts it). The weight arrays are shared."""
+    return _copy_with_order(layer, "time", "time_ordered")
 
 
-_BASE = _make_backwards()
-GoBackwardsLSTM, GoBackwardsGRU, GoBackwardsRNN = _BASE
+def processing_order(layer):
+    """A copy of a ``direction="reverse"`` layer with ``output_order="processing"``: its outputs in the order it
+    computes them, as Keras ``go_backwards=True`` returns them (the inverse of :func:`time_ordered`). The weight
+    arrays are shared."""
+    from ..layers import RecurrentLayer
+
+    if isinstance(layer, RecurrentLayer) and layer.direction != "reverse":
+        raise ConversionError(f"layer: output_order='processing' needs direction='reverse', got "
+                              f"direction={layer.direction!r}")
+    return _copy_with_order(layer, "processing", "processing_order")
 
 
 # ------------------------------------------------------------------------------------------------ to_keras
 
 def _problems(layer) -> list[str]:
     bad = []
-    if layer.direction == "reverse" and not isinstance(layer, _ProcessingOrder):
-        bad.append("direction='reverse' with outputs in time order (Keras go_backwards returns them in "
-                   "processing order; convert fusedrnn.frontends.keras.processing_order(layer) for that)")
+    if layer.direction == "reverse" and layer.output_order != "processing":
+        bad.append("direction='reverse' with outputs in time order (output_order='time'; Keras go_backwards "
+                   "returns them in processing order: convert fusedrnn.frontends.keras.processing_order(layer))")
     if layer.num_directions == 1 and layer.merge == "stack":
         bad.append("merge='stack' on a one-direction layer (Keras returns [B, T, U]; set merge='concat' on a "
                    "copy)")
@@ -466,7 +426,7 @@ def to_keras(layer, **layer_kwargs):
     from ..layers import RecurrentLayer
 
     if not isinstance(layer, RecurrentLayer):
-        raise LayerTypeError(f"layer: expected a fusedrnn LSTM, GRU or RNN, got {type(layer).__name__}")
+        raise FrameworkTypeError(f"layer: expected a fusedrnn LSTM, GRU or RNN, got {type(layer).__name__}")
     fixed = sorted(set(layer_kwargs) & {"units", "activation", "recurrent_activation", "use_bias", "reset_after",
                                         "go_backwards", "merge_mode", "backward_layer"})
     if fixed:
@@ -510,5 +470,5 @@ def to_keras(layer, **layer_kwargs):
     return out
 
 
-__all__ = ["from_keras", "from_keras_weights", "to_keras", "processing_order", "GoBackwardsLSTM", "GoBackwardsGRU",
-           "GoBackwardsRNN", "KERAS_ACTIVATIONS", "MERGE_MODES", "LayerTypeError"]
+__all__ = ["from_keras", "from_keras_weights", "to_keras", "time_ordered", "processing_order", "KERAS_ACTIVATIONS",
+           "MERGE_MODES"]

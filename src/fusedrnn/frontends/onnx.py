@@ -33,6 +33,7 @@ from ..errors import (
     ConversionError,
     DTypeError,
     FusedRNNError,
+    InputError,
     ShapeError,
     UnsupportedFeatureError,
 )
@@ -214,7 +215,7 @@ class Model:
         unknown = [k for k in feeds if k not in {i.name for i in self._inputs} | self._optional_inputs]
         if missing or unknown:
             what = "; ".join(filter(None, [missing and f"missing {missing}", unknown and f"unknown {unknown}"]))
-            raise AttributeValueError(f"feeds: {what}; the model's inputs are {expected}")
+            raise InputError(f"feeds: {what}; the model's inputs are {expected}")
         out = {}
         info = {i.name: i for i in self._inputs}
         for name, value in feeds.items():
@@ -232,7 +233,11 @@ class Model:
 
     def run(self, feeds: dict, outputs: list[str] | None = None) -> dict[str, np.ndarray]:
         """Run the model on ``feeds`` ({input name: array}); returns {output name: array} for ``outputs``
-        (default: every graph output)."""
+        (default: every graph output).
+
+        Missing or unknown feed names raise :class:`~fusedrnn.errors.InputError`; a feed whose dtype or shape
+        contradicts the model's declared input raises DTypeError / ShapeError; an unknown output name raises
+        AttributeValueError."""
         feeds = self._check_feeds(feeds)
         names = [o.name for o in self._outputs] if outputs is None else list(outputs)
         known = {o.name for o in self._outputs}

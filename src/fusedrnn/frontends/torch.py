@@ -25,9 +25,13 @@ float dtype becomes float32 (float16 / bfloat16 widen exactly).
 ``to_torch(layer_or_stack)`` builds the module back with float32 parameters and raises
 :class:`~fusedrnn.ConversionError` naming every option PyTorch cannot express: peepholes, layer norm,
 ``coupling`` (input_forget / CIFG), ``cell_clip``, ``clip``, a projection bias or ``proj_clip``, a diagonal
-recurrence, non-default activations (RNN: tanh or relu only), ``direction="reverse"``, a direction merge whose
-output differs from PyTorch's concatenation, and a GRU with ``linear_before_reset=False``. The layer's emulation
-target is not part of the conversion (the module always computes in float32).
+recurrence, non-default activations (RNN: tanh or relu only), ``direction="reverse"``,
+``output_order="processing"``, a two-direction ``merge`` of ``"sum"`` / ``"mul"`` / ``"ave"`` (other values
+than PyTorch's concatenation), and a GRU with ``linear_before_reset=False``. ``merge="stack"`` (what
+``from_onnx`` sets) is accepted: it holds the same values as PyTorch's output in another layout ([T, D, B, H]
+against [T, B, D*H]), and the merge is not a parameter of the module. The layer's emulation target is not part
+of the conversion (the module always computes in float32). Objects that are not PyTorch modules / fusedrnn
+layers raise :class:`~fusedrnn.errors.FrameworkTypeError` (a ConversionError and a TypeError).
 
 torch is imported lazily, inside the functions.
 """
@@ -37,16 +41,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import conventions
-from ..errors import ConversionError, DTypeError
+from ..errors import ConversionError, DTypeError, FrameworkTypeError
 
 _KIND_NAMES = {"lstm": "nn.LSTM", "gru": "nn.GRU", "rnn": "nn.RNN"}
 _DEFAULT_ACTS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh")}
 _RNN_NONLINEARITY = {"tanh": "Tanh", "relu": "Relu"}
 _NONLINEARITY_OF = {v: k for k, v in _RNN_NONLINEARITY.items()}
-
-
-class ModuleTypeError(ConversionError, DTypeError):
-    """The object given is not a PyTorch module fusedrnn can convert (a ConversionError and a TypeError)."""
 
 
 def _torch(func: str):
@@ -59,14 +59,14 @@ def _torch(func: str):
 
 
 def _kind(module, torch) -> tuple[str, bool]:
-    """(cell kind, is a single-step cell module) of ``module``, or raise ModuleTypeError."""
+    """(cell kind, is a single-step cell module) of ``module``, or raise FrameworkTypeError."""
     nn = torch.nn
     for cls, kind, is_cell in ((nn.LSTM, "lstm", False), (nn.GRU, "gru", False), (nn.RNN, "rnn", False),
                                (nn.LSTMCell, "lstm", True), (nn.GRUCell, "gru", True), (nn.RNNCell, "rnn", True)):
         if isinstance(module, cls):
             return kind, is_cell
-    raise ModuleTypeError(f"module: expected a PyTorch nn.LSTM, nn.GRU or nn.RNN (or nn.LSTMCell, nn.GRUCell, "
-                          f"nn.RNNCell), got {type(module).__module__}.{type(module).__qualname__}")
+    raise FrameworkTypeError(f"module: expected a PyTorch nn.LSTM, nn.GRU or nn.RNN (or nn.LSTMCell, "
+                             f"nn.GRUCell, nn.RNNCell), got {type(module).__module__}.{type(module).__qualname__}")
 
 
 def _check_expected(expected, kind: str) -> None:
@@ -174,13 +174,14 @@ def _act_names(layer) -> list[tuple[str, ...]]:
 def _problems(layer) -> list[str]:
     """Every option of ``layer`` an nn.LSTM / nn.GRU / nn.RNN cannot express."""
     bad = []
-    if getattr(layer, "output_order", "time") != "time":
-        bad.append("outputs in processing order (a Keras go_backwards layer)")
+    if layer.output_order != "time":
+        bad.append(f"output_order={layer.output_order!r} (outputs in processing order, as a Keras go_backwards "
+                   f"layer returns them; PyTorch returns outputs in time order)")
     if layer.direction == "reverse":
         bad.append("direction='reverse' (PyTorch has forward and bidirectional modules only)")
-    if layer.merge != "concat" and (layer.num_directions == 2 or layer.merge == "stack"):
-        bad.append(f"merge={layer.merge!r} (PyTorch concatenates the directions, [T, B, D*H]; set "
-                   f"merge='concat' on a copy of the layer for the same values in PyTorch's layout)")
+    if layer.merge in ("sum", "mul", "ave") and layer.num_directions == 2:
+        bad.append(f"merge={layer.merge!r} (PyTorch concatenates the directions, [T, B, D*H], and a {layer.merge} "
+                   f"of the two directions has other values)")
     if layer.clip is not None:
         bad.append(f"clip={layer.clip}")
     acts = _act_names(layer)
@@ -206,7 +207,13 @@ def _problems(layer) -> list[str]:
 
 def to_torch(layer_or_stack):
     """The equivalent PyTorch ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` (float32 parameters) of a fusedrnn layer or
-    :class:`~fusedrnn.Stack` (-> ``num_layers = len(stack)``)."""
+    :class:`~fusedrnn.Stack` (-> ``num_layers = len(stack)``).
+
+    The module's output is always the concatenation of the directions, [T, B, D*H] (batch first when
+    ``batch_first``). A layer with ``merge="stack"`` converts too: its output holds the same values in another
+    layout ([T, D, B, H]; ``y.transpose(0, 2, 1, 3).reshape(T, B, D * H)`` gives PyTorch's). A two-direction
+    ``"sum"`` / ``"mul"`` / ``"ave"`` merge has different values and raises ConversionError; with one direction
+    every merge but ``"stack"`` is already [T, B, H] and ``"stack"`` only adds a unit direction axis."""
     from ..layers import RecurrentLayer, Stack
 
     if isinstance(layer_or_stack, Stack):
@@ -214,8 +221,8 @@ def to_torch(layer_or_stack):
     elif isinstance(layer_or_stack, RecurrentLayer):
         layers = [layer_or_stack]
     else:
-        raise ModuleTypeError(f"layer: expected a fusedrnn LSTM, GRU, RNN or Stack, got "
-                              f"{type(layer_or_stack).__name__}")
+        raise FrameworkTypeError(f"layer: expected a fusedrnn LSTM, GRU, RNN or Stack, got "
+                                 f"{type(layer_or_stack).__name__}")
     torch = _torch("to_torch")
     first = layers[0]
     kind = first.cell
@@ -275,4 +282,4 @@ def to_torch(layer_or_stack):
     return module
 
 
-__all__ = ["from_torch", "to_torch", "ModuleTypeError"]
+__all__ = ["from_torch", "to_torch"]

@@ -23,7 +23,8 @@ from .recurrence import (
     activation_applier,
     clipper,
     final_rows,
-    project_inputs,
+    padded_copy,
+    projected_steps,
     restore_time_order,
     stored_biases,
 )
@@ -77,7 +78,10 @@ def gru_sequence(
         Wc[:, : 2 * H] *= 0.5
         RT[:, :, : 2 * H] *= 0.5
         bias[:, : 2 * H] *= 0.5
-    RT_zr, RT_n = np.ascontiguousarray(RT[:, :, : 2 * H]), np.ascontiguousarray(RT[:, :, 2 * H :])
+    if linear_before_reset:  # one GEMM over all three gates
+        RT = padded_copy(RT)
+    else:  # z, r first; the candidate's GEMM needs r
+        RT_zr, RT_n = padded_copy(RT[:, :, : 2 * H]), padded_copy(RT[:, :, 2 * H :])
 
     plan = SequencePlan(T, B, lens)
     x = plan.sort_batch(x, 1)
@@ -86,7 +90,6 @@ def gru_sequence(
         x, h_prev = np.array(x, copy=True), np.array(h_prev, copy=True)
         ri(x)
         ri(h_prev)
-    G = project_inputs(x, Wc, bias, reverse, plan)
 
     act_f = half_sigmoid if fold else activation_applier([a[0] for a in acts], D)
     act_g = activation_applier([a[1] for a in acts], D)
@@ -100,9 +103,8 @@ def gru_sequence(
         rh = np.empty((D, B, H), dt)
     Yp = np.zeros((T, D, B, H), dt) if plan.lens is not None else np.empty((T, D, B, H), dt)
 
-    for s, n in plan.steps():
+    for s, n, g in projected_steps(x, Wc, bias, reverse, plan):
         hp = h_prev[:, :n]
-        g = G[:, s, :n]
         a = acc[:, :n]
         if linear_before_reset:
             np.matmul(hp, RT, out=a)

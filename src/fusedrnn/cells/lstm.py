@@ -32,7 +32,8 @@ from .recurrence import (
     activation_applier,
     clipper,
     final_rows,
-    project_inputs,
+    padded_copy,
+    projected_steps,
     restore_time_order,
     stored_biases,
     summed_bias,
@@ -96,7 +97,7 @@ def lstm_sequence(
     if diagonal:
         Rc = _regate(R, 1).reshape(D, 1, 4, H)
     else:
-        Rc = np.ascontiguousarray(_regate(R, 1).transpose(0, 2, 1))  # [D, Hp, 4H]
+        Rc = padded_copy(_regate(R, 1).transpose(0, 2, 1))  # [D, Hp, 4H]
     P_if = None if P is None else P[:, None, 0:2].copy()  # [D, 1, 2, H]
     P_o = None if P is None else P[:, None, 2].copy()  # [D, 1, H]
     ln_c = None if ln is None else _regate(ln, 1).reshape(D, 1, 4, H)
@@ -133,7 +134,6 @@ def lstm_sequence(
         h_prev = np.array(h_prev, copy=True)
         for arr in (x, h_prev, c):
             ri(arr)
-    G = project_inputs(x, Wc, None if ln_c is not None else bias, reverse, plan)
 
     act_f = half_sigmoid if fold else activation_applier([a[0] for a in acts], D)
     act_g = activation_applier([a[1] for a in acts], D)
@@ -162,22 +162,29 @@ def lstm_sequence(
         if ln_bias is not None:
             v += ln_bias[:, :, gates]
 
-    for s, n in plan.steps():
-        a = acc[:, :n]
-        cc = c[:, :n]
+    views: dict[int, tuple] = {}
+
+    def views_for(n: int) -> tuple:
+        """Views of the step buffers over the first n (active) rows, made once per distinct n."""
+        if n not in views:
+            a = acc[:, :n]
+            views[n] = (a, a.reshape(D, n, 4, H), c[:, :n], a[:, :, :n_early], a[:, :, 3 * H :], a[:, :, 0:H],
+                        a[:, :, H : 2 * H], a[:, :, 2 * H : 3 * H], None if m_buf is None else m_buf[:, :n])
+        return views[n]
+
+    for s, n, g in projected_steps(x, Wc, None if ln_c is not None else bias, reverse, plan):
+        a, a4, cc, early, cand, gi, gf, go, m = views_for(n)
         hp = h_prev[:, :n]
         if diagonal:
-            np.multiply(hp[:, :, None, :], Rc, out=a.reshape(D, n, 4, H))
+            np.multiply(hp[:, :, None, :], Rc, out=a4)
         else:
             np.matmul(hp, Rc, out=a)
-        a += G[:, s, :n]
-        a4 = a.reshape(D, n, 4, H)
+        a += g
         if P_if is not None:
             a4[:, :, 0:2] += P_if * cc[:, :, None]
         if ln_c is not None:
             layer_norm(a4, slice(0, 2) if peep_o else slice(0, 3))
             layer_norm(a4, slice(3, 4))
-        early, cand = a[:, :, :n_early], a[:, :, 3 * H :]
         if clamp is not None:
             fclamp(early)
             clamp(cand)
@@ -191,7 +198,6 @@ def lstm_sequence(
         else:
             act_f(early)
             act_g(cand)
-        gi, gf = a[:, :, 0:H], a[:, :, H : 2 * H]
         if coupling == "input_forget":
             np.subtract(1, gi, out=gf)
         elif coupling == "cifg":
@@ -207,7 +213,6 @@ def lstm_sequence(
             cclamp(cc)
         if r_cell is not None:
             r_cell(cc)
-        go = a[:, :, 2 * H : 3 * H]
         if peep_o:
             go += P_o * cc
             if ln_c is not None:
@@ -221,7 +226,8 @@ def lstm_sequence(
                 r_gate(go)
         # h = o * h(c), then the optional projection
         hn = Yp[s, :, :n]
-        m = hn if m_buf is None else m_buf[:, :n]
+        if m is None:
+            m = hn
         if h_is_tanh:
             np.tanh(cc, out=m)
         else:

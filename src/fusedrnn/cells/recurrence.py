@@ -16,7 +16,7 @@ All arrays here are in the engines' compute dtype (float32 or float64).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -100,29 +100,55 @@ def reverse_valid_prefix(a: np.ndarray, lens: np.ndarray | None) -> np.ndarray:
     return a[reversal_index(lens, a.shape[0]), np.arange(a.shape[1])]
 
 
-def project_inputs(
-    x: np.ndarray, W: np.ndarray, b: np.ndarray | None, reverse: Sequence[bool], plan: SequencePlan
-) -> np.ndarray:
-    """Input projections of every timestep, in processing order: G[d, s] = x_d[s] @ W[d].T + b[d].
+PROJECTION_BUFFER_BYTES = 4 << 20
+"""Size of the input-projection buffer: the projection runs in chunks of timesteps that fit it (so it stays in
+cache and is never a page-faulting multi-megabyte allocation), each chunk one GEMM per direction of at least 256
+rows where T allows."""
 
-    x: [T, B, I] (batch already sorted); W: [D, GH, I]; b: [D, GH] or None. Returns G: [D, T, B, GH].
-    One GEMM per direction over all T*B rows.
+
+def padded_empty(shape: tuple, dtype) -> np.ndarray:
+    """An uninitialised array whose rows (last axis) are padded by 64 bytes when their length in bytes is a
+    multiple of 256. Power-of-two row strides make BLAS operands alias in the cache: padding R's rows speeds the
+    recurrent GEMM by 1.2-1.5x at H = 256 and 512 (measured with OpenBLAS 0.3.31)."""
+    dt = np.dtype(dtype)
+    n = shape[-1]
+    pad = 64 // dt.itemsize if (n * dt.itemsize) % 256 == 0 else 0
+    return np.empty(shape[:-1] + (n + pad,), dt)[..., :n]
+
+
+def padded_copy(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` with padded rows (see :func:`padded_empty`)."""
+    out = padded_empty(a.shape, a.dtype)
+    out[...] = a
+    return out
+
+
+def projected_steps(x: np.ndarray, W: np.ndarray, b: np.ndarray | None, reverse: Sequence[bool],
+                    plan: SequencePlan) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Yield (s, n_active, G_s) for every processing step: G_s [D, n, GH] = x_d[s] @ W[d].T + b[d] for the
+    active rows, x_d being x read backwards over each row's valid prefix for a reverse direction.
+
+    x: [T, B, I] (batch already sorted); W: [D, GH, I]; b: [D, GH] or None. The projection of a chunk of K
+    timesteps is one GEMM of K*B rows per direction, computed when the walk reaches it.
     """
     T, B, I = x.shape
     D, GH, _ = W.shape
-    G = np.empty((D, T, B, GH), dtype=x.dtype)
-    xr = None
-    for d in range(D):
-        if reverse[d]:
-            if xr is None:
-                xr = np.ascontiguousarray(plan.reverse_time(x))
-            xd = xr
-        else:
-            xd = x
-        np.matmul(xd.reshape(T * B, I), W[d].T, out=G[d].reshape(T * B, GH))
-        if b is not None:
-            G[d] += b[d]
-    return G
+    per_step = D * B * GH * x.dtype.itemsize
+    K = min(T, max(1, PROJECTION_BUFFER_BYTES // per_step, -(-256 // B)))
+    xr = np.ascontiguousarray(plan.reverse_time(x)) if any(reverse) else None
+    xs = [xr if rev else x for rev in reverse]
+    Wn = padded_copy(W.transpose(0, 2, 1))  # [D, I, GH]: the NN layout is the faster GEMM here
+    G = padded_empty((D, K * B, GH), x.dtype)
+    for s, n in plan.steps():
+        k = s % K
+        if k == 0:
+            m = min(K, T - s)
+            for d in range(D):
+                out = G[d, : m * B]
+                np.matmul(xs[d][s : s + m].reshape(m * B, I), Wn[d], out=out)
+                if b is not None:
+                    out += b[d]
+        yield s, n, G[:, k * B : k * B + n]
 
 
 def stored_biases(b_x, b_h, rw) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -151,13 +177,12 @@ def summed_bias(b_x, b_h, shape: tuple, dtype) -> np.ndarray | None:
 
 
 def restore_time_order(Yp: np.ndarray, reverse: Sequence[bool], plan: SequencePlan) -> np.ndarray:
-    """Y [T, D, B, H] at original time indices from the processing-order buffer Yp [T, D, B, H]."""
-    if not any(reverse):
-        return Yp
-    Y = np.empty_like(Yp)
+    """Put the backward directions of the processing-order buffer Yp [T, D, B, H] at their original time
+    indices, in place (only the reversed halves are copied), and return it."""
     for d, rev in enumerate(reverse):
-        Y[:, d] = plan.reverse_time(Yp[:, d]) if rev else Yp[:, d]
-    return Y
+        if rev:
+            Yp[:, d] = plan.reverse_time(Yp[:, d]).copy()
+    return Yp
 
 
 def final_rows(Yp: np.ndarray, h0: np.ndarray, plan: SequencePlan) -> np.ndarray:

@@ -17,7 +17,8 @@ from .recurrence import (
     activation_applier,
     clipper,
     final_rows,
-    project_inputs,
+    padded_copy,
+    projected_steps,
     restore_time_order,
     stored_biases,
     summed_bias,
@@ -47,7 +48,7 @@ def rnn_sequence(
     r_pre, r_gate, r_hid, r_out = (policy.get(p) for p in ("preact", "gates", "hidden", "outputs"))
     bias = summed_bias(*stored_biases(b_x, b_h, rw), (D, H), dt)
     Wc = W.copy() if rw is not None else W
-    RT = np.ascontiguousarray(R.transpose(0, 2, 1))
+    RT = padded_copy(R.transpose(0, 2, 1))
     if rw is not None:
         for arr in (Wc, RT):
             rw(arr)
@@ -59,15 +60,14 @@ def rnn_sequence(
         x, h_prev = np.array(x, copy=True), np.array(h_prev, copy=True)
         ri(x)
         ri(h_prev)
-    G = project_inputs(x, Wc, bias, reverse, plan)
     act = activation_applier([a[0] for a in acts], D)
     clamp = clipper(clip)
     Yp = np.zeros((T, D, B, H), dt) if plan.lens is not None else np.empty((T, D, B, H), dt)
 
-    for s, n in plan.steps():
+    for s, n, g in projected_steps(x, Wc, bias, reverse, plan):
         hn = Yp[s, :, :n]
         np.matmul(h_prev[:, :n], RT, out=hn)
-        hn += G[:, s, :n]
+        hn += g
         if clamp is not None:
             clamp(hn)
         if r_pre is not None:

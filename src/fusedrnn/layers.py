@@ -27,7 +27,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import conventions
+from . import conventions, targets
 from .cells.activations import Activation, parse_activations, to_onnx_lists
 from .cells.gru import gru_sequence
 from .cells.lstm import lstm_sequence
@@ -95,8 +95,6 @@ class RecurrentLayer:
         if self.output_order == "processing" and self.direction != "reverse":
             raise AttributeValueError(f"output_order: 'processing' applies to direction='reverse' layers only, got "
                                       f"direction={self.direction!r}")
-        from . import targets  # registry sits above the cells; imported lazily to keep import order simple
-
         # by default a layer computes in the precision of its weights
         self.target = targets.get(target if target is not None else ("fp64" if dt == np.float64 else "fp32"))
 
@@ -184,9 +182,8 @@ class RecurrentLayer:
 
     # ---- targets and copies ------------------------------------------------------------------------------
     def to(self, target, calibration=None):
-        """A copy of this layer that runs on ``target`` (a registered name or a Target)."""
-        from . import targets
-
+        """A copy of this layer that runs on ``target`` (a registered name or a Target). ``calibration`` is for
+        quantized targets and is not used by the float ones."""
         t = targets.get(target)
         missing = [f for f in self.features() if not t.supports(f)]
         if missing:

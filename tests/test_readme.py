@@ -1,0 +1,38 @@
+"""The README's Python examples run as written, and its quoted messages are the ones the code produces."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+
+import numpy as np
+import pytest
+from conftest import PROJECT_ROOT
+
+README = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_python_blocks_run():
+    pytest.importorskip("torch")
+    pytest.importorskip("keras")
+    blocks = re.findall(r"```python\n(.*?)```", README, re.S)
+    assert len(blocks) >= 3
+    namespace: dict = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for block in blocks:
+            exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own examples
+    assert namespace["Y"].shape == (20, 2, 4, 32)
+    assert "Keras LSTM cannot express: projection (proj_W)" in out.getvalue()
+    assert namespace["W_torch"].shape == namespace["W"].shape
+
+
+def test_readme_quoted_error_message():
+    import fusedrnn
+
+    quoted = re.search(r"^W: expected shape .*$", README, re.M).group(0)
+    with pytest.raises(fusedrnn.ShapeError) as err:
+        fusedrnn.ops.lstm(np.zeros((5, 2, 16), np.float32), np.zeros((1, 128, 16), np.float32),
+                          np.zeros((1, 128, 32), np.float32), direction="bidirectional")
+    assert str(err.value) == quoted

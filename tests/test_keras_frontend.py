@@ -377,12 +377,12 @@ def test_from_keras_unbuilt_and_expected_mismatch():
         fk.from_keras(keras.layers.LSTM(3))
     gru = keras.layers.GRU(3)
     gru.build((None, None, 2))
-    with pytest.raises(ConversionError, match="LSTM.from_keras expected a Keras LSTM, got a GRU"):
+    with pytest.raises(ConversionError, match="LSTM.from_keras expected a Keras LSTM, got GRU"):
         LSTM.from_keras(gru)
     assert isinstance(RecurrentLayer.from_keras(gru), GRU)
     bi = keras.layers.Bidirectional(keras.layers.SimpleRNN(3))
     bi.build((None, None, 2))
-    with pytest.raises(ConversionError, match="expected a Keras GRU, got a SimpleRNN"):
+    with pytest.raises(ConversionError, match="expected a Keras GRU, got SimpleRNN"):
         GRU.from_keras(bi)
 
 

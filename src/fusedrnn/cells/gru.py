@@ -19,13 +19,13 @@ import numpy as np
 
 from .activations import Activation, half_sigmoid
 from .recurrence import (
-    SequencePlan,
     activation_applier,
+    begin_sequence,
     clipper,
-    final_rows,
+    end_sequence,
+    gate_stage,
     padded_copy,
     projected_steps,
-    restore_time_order,
     stored_biases,
 )
 from .rounding import EXACT, RoundingPolicy
@@ -47,12 +47,12 @@ def gru_sequence(
     policy: RoundingPolicy = EXACT,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run a GRU over a sequence. Returns Y [T, D, B, H] and Y_h [D, B, H]; ``acts[d]`` = (f, g)."""
-    T, B, _ = x.shape
+    B = x.shape[1]
     D, H3 = W.shape[0], W.shape[1]
     H = H3 // 3
     dt = x.dtype
-    rw, ri = policy.get("weights"), policy.get("inputs")
-    r_pre, r_gate, r_hid, r_out = (policy.get(p) for p in ("preact", "gates", "hidden", "outputs"))
+    rw = policy.get("weights")
+    r_pre, r_gate, r_hid = (policy.get(p) for p in ("preact", "gates", "hidden"))
 
     # Biases folded into the input projection: everything except, with linear_before_reset, the candidate's
     # recurrent bias, which sits inside r ⊙ (...).
@@ -83,25 +83,17 @@ def gru_sequence(
     else:  # z, r first; the candidate's GEMM needs r
         RT_zr, RT_n = padded_copy(RT[:, :, : 2 * H]), padded_copy(RT[:, :, 2 * H :])
 
-    plan = SequencePlan(T, B, lens)
-    x = plan.sort_batch(x, 1)
-    h_prev = plan.sort_batch(h0, 1)
-    if ri is not None:
-        x, h_prev = np.array(x, copy=True), np.array(h_prev, copy=True)
-        ri(x)
-        ri(h_prev)
-
-    act_f = half_sigmoid if fold else activation_applier([a[0] for a in acts], D)
-    act_g = activation_applier([a[1] for a in acts], D)
+    plan, x, h_prev, _, Yp = begin_sequence(x, h0, lens, policy, H)
     clamp = clipper(clip)
-    zr_clamp = clipper(None if clip is None else clip / 2) if fold else clamp
+    zr_stage = gate_stage(clipper(None if clip is None else clip / 2) if fold else clamp, r_pre,
+                          half_sigmoid if fold else activation_applier([a[0] for a in acts], D), r_gate)
+    n_stage = gate_stage(clamp, r_pre, activation_applier([a[1] for a in acts], D), r_gate)
     if linear_before_reset:
         acc = np.empty((D, B, H3), dt)
     else:
         acc = np.empty((D, B, 2 * H), dt)
         cand = np.empty((D, B, H), dt)
         rh = np.empty((D, B, H), dt)
-    Yp = np.zeros((T, D, B, H), dt) if plan.lens is not None else np.empty((T, D, B, H), dt)
 
     for s, n, g in projected_steps(x, Wc, bias, reverse, plan):
         hp = h_prev[:, :n]
@@ -114,13 +106,7 @@ def gru_sequence(
             np.matmul(hp, RT_zr, out=a)
             zr = a
             zr += g[:, :, : 2 * H]
-        if clamp is not None:
-            zr_clamp(zr)
-        if r_pre is not None:
-            r_pre(zr)
-        act_f(zr)
-        if r_gate is not None:
-            r_gate(zr)
+        zr_stage(zr)
         z, r = zr[:, :, :H], zr[:, :, H:]
         if linear_before_reset:
             if b_hn is not None:
@@ -132,13 +118,7 @@ def gru_sequence(
             np.multiply(r, hp, out=t)
             np.matmul(t, RT_n, out=nn)
         nn += g[:, :, 2 * H :]
-        if clamp is not None:
-            clamp(nn)
-        if r_pre is not None:
-            r_pre(nn)
-        act_g(nn)
-        if r_gate is not None:
-            r_gate(nn)
+        n_stage(nn)
         # h' = n + z ⊙ (h - n)
         hn = Yp[s, :, :n]
         np.subtract(hp, nn, out=hn)
@@ -148,9 +128,4 @@ def gru_sequence(
             r_hid(hn)
         h_prev = Yp[s]
 
-    Y_h = plan.unsort_batch(final_rows(Yp, h0, plan), 1)
-    Y = plan.unsort_batch(restore_time_order(Yp, reverse, plan), 2)
-    if r_out is not None:
-        r_out(Y)
-        r_out(Y_h)
-    return Y, Y_h
+    return end_sequence(Yp, h0, plan, reverse, policy)

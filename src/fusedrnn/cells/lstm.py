@@ -28,13 +28,13 @@ import numpy as np
 
 from .activations import Activation, half_sigmoid
 from .recurrence import (
-    SequencePlan,
     activation_applier,
+    begin_sequence,
     clipper,
-    final_rows,
+    end_sequence,
+    gate_stage,
     padded_copy,
     projected_steps,
-    restore_time_order,
     stored_biases,
     summed_bias,
 )
@@ -80,15 +80,14 @@ def lstm_sequence(
     Inputs are validated canonical arrays in one float dtype (the compute dtype); ``acts[d]`` holds the
     (f, g, h) activations of direction d. Nothing the caller passed is modified.
     """
-    T, B, _ = x.shape
+    B = x.shape[1]
     D, H4 = W.shape[0], W.shape[1]
     H = H4 // 4
     diagonal = R.ndim == 2
     Hp = proj_W.shape[1] if proj_W is not None else H
     dt = x.dtype
-    rw, ri = policy.get("weights"), policy.get("inputs")
-    r_pre, r_gate, r_cell = policy.get("preact"), policy.get("gates"), policy.get("cell")
-    r_hid, r_out = policy.get("hidden"), policy.get("outputs")
+    rw = policy.get("weights")
+    r_pre, r_gate, r_cell, r_hid = (policy.get(p) for p in ("preact", "gates", "cell", "hidden"))
 
     # ---- weights in compute order, pre-transposed for row-vector GEMMs, rounded once --------------------
     Wc = _regate(W, 1)
@@ -125,16 +124,7 @@ def lstm_sequence(
             P_if *= 0.5
             P_o *= 0.5
 
-    plan = SequencePlan(T, B, lens)
-    x = plan.sort_batch(x, 1)
-    h_prev = plan.sort_batch(h0, 1)
-    c = np.array(plan.sort_batch(c0, 1), dtype=dt, copy=True)
-    if ri is not None:
-        x = np.array(x, copy=True)
-        h_prev = np.array(h_prev, copy=True)
-        for arr in (x, h_prev, c):
-            ri(arr)
-
+    plan, x, h_prev, c, Yp = begin_sequence(x, h0, lens, policy, Hp, c0=c0)
     act_f = half_sigmoid if fold else activation_applier([a[0] for a in acts], D)
     act_g = activation_applier([a[1] for a in acts], D)
     act_h = activation_applier([a[2] for a in acts], D)
@@ -142,6 +132,7 @@ def lstm_sequence(
     one_tanh = fold and P_if is None and all(a[1].name == "Tanh" for a in acts)
     clamp = clipper(clip)
     fclamp = clipper(None if clip is None else clip / 2) if fold else clamp
+    o_stage = gate_stage(fclamp, r_pre, act_f, r_gate)  # the output gate when its peephole needs the new cell
     cclamp = clipper(cell_clip)
     pclamp = clipper(proj_clip)
     peep_o = P_o is not None
@@ -150,7 +141,6 @@ def lstm_sequence(
 
     acc = np.empty((D, B, H4), dt)
     m_buf = np.empty((D, B, H), dt) if projT is not None else None
-    Yp = np.zeros((T, D, B, Hp), dt) if plan.lens is not None else np.empty((T, D, B, Hp), dt)
 
     def layer_norm(a4: np.ndarray, gates: slice) -> None:
         v = a4[:, :, gates]
@@ -217,13 +207,7 @@ def lstm_sequence(
             go += P_o * cc
             if ln_c is not None:
                 layer_norm(a4, slice(2, 3))
-            if clamp is not None:
-                fclamp(go)
-            if r_pre is not None:
-                r_pre(go)
-            act_f(go)
-            if r_gate is not None:
-                r_gate(go)
+            o_stage(go)
         # h = o * h(c), then the optional projection
         hn = Yp[s, :, :n]
         if m is None:
@@ -246,12 +230,4 @@ def lstm_sequence(
             r_hid(hn)
         h_prev = Yp[s]
 
-    Y_h = plan.unsort_batch(final_rows(Yp, h0, plan), 1)
-    if plan.lens is not None:
-        c[:, plan.lens_sorted == 0] = 0
-    Y_c = plan.unsort_batch(c, 1)
-    Y = plan.unsort_batch(restore_time_order(Yp, reverse, plan), 2)
-    if r_out is not None:
-        for arr in (Y, Y_h, Y_c):
-            r_out(arr)
-    return Y, Y_h, Y_c
+    return end_sequence(Yp, h0, plan, reverse, policy, c)

@@ -151,6 +151,60 @@ def projected_steps(x: np.ndarray, W: np.ndarray, b: np.ndarray | None, reverse:
         yield s, n, G[:, k * B : k * B + n]
 
 
+def begin_sequence(x: np.ndarray, h0: np.ndarray, lens: np.ndarray | None, policy, out_width: int,
+                   c0: np.ndarray | None = None):
+    """Common start of an engine run: the sequence plan, x and the initial states with the batch in processing
+    order (copied and rounded at the ``inputs`` point when the policy rounds there; the cell state is always a
+    private copy, it is updated in place), and the output buffer Yp [T, D, B, out_width] (zeroed when rows
+    finish early, so their padded steps read 0). Returns (plan, x, h0, c0, Yp)."""
+    T, B, _ = x.shape
+    plan = SequencePlan(T, B, lens)
+    x = plan.sort_batch(x, 1)
+    h = plan.sort_batch(h0, 1)
+    c = None if c0 is None else np.array(plan.sort_batch(c0, 1), dtype=x.dtype, copy=True)
+    ri = policy.get("inputs")
+    if ri is not None:
+        x, h = np.array(x, copy=True), np.array(h, copy=True)
+        for arr in (x, h, c):
+            if arr is not None:
+                ri(arr)
+    shape = (T, h0.shape[0], B, out_width)
+    Yp = np.zeros(shape, x.dtype) if plan.lens is not None else np.empty(shape, x.dtype)
+    return plan, x, h, c, Yp
+
+
+def end_sequence(Yp: np.ndarray, h0: np.ndarray, plan: SequencePlan, reverse: Sequence[bool], policy,
+                 c: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """Common end of an engine run: (Y [T, D, B, H], Y_h [D, B, H][, Y_c]) in the caller's batch order and time
+    order, a zero state for rows of length 0, rounded at the ``outputs`` point."""
+    Y_h = plan.unsort_batch(final_rows(Yp, h0, plan), 1)
+    outs = [None, Y_h]
+    if c is not None:
+        if plan.lens is not None:
+            c[:, plan.lens_sorted == 0] = 0
+        outs.append(plan.unsort_batch(c, 1))
+    outs[0] = plan.unsort_batch(restore_time_order(Yp, reverse, plan), 2)
+    r_out = policy.get("outputs")
+    if r_out is not None:
+        for arr in outs:
+            r_out(arr)
+    return tuple(outs)
+
+
+def gate_stage(*steps: Callable[[np.ndarray], object] | None) -> Callable[[np.ndarray], None]:
+    """One in-place function running the given in-place steps in order (None entries are skipped), e.g. a
+    gate's clip, pre-activation rounding, activation and gate rounding."""
+    funcs = [f for f in steps if f is not None]
+    if len(funcs) == 1:
+        return funcs[0]
+
+    def run(v: np.ndarray) -> None:
+        for f in funcs:
+            f(v)
+
+    return run
+
+
 def stored_biases(b_x, b_h, rw) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The biases as a target stores them: copies rounded by the ``weights`` rounder ``rw`` (each tensor on its
     own, before they are added in the compute precision), or the arrays themselves when ``rw`` is None."""

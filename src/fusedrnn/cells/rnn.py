@@ -13,13 +13,13 @@ import numpy as np
 
 from .activations import Activation
 from .recurrence import (
-    SequencePlan,
     activation_applier,
+    begin_sequence,
     clipper,
-    final_rows,
+    end_sequence,
+    gate_stage,
     padded_copy,
     projected_steps,
-    restore_time_order,
     stored_biases,
     summed_bias,
 )
@@ -41,11 +41,10 @@ def rnn_sequence(
     policy: RoundingPolicy = EXACT,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run a vanilla RNN over a sequence. Returns Y [T, D, B, H] and Y_h [D, B, H]; ``acts[d]`` = (f,)."""
-    T, B, _ = x.shape
     D, H = W.shape[0], W.shape[1]
     dt = x.dtype
-    rw, ri = policy.get("weights"), policy.get("inputs")
-    r_pre, r_gate, r_hid, r_out = (policy.get(p) for p in ("preact", "gates", "hidden", "outputs"))
+    rw = policy.get("weights")
+    r_pre, r_gate, r_hid = (policy.get(p) for p in ("preact", "gates", "hidden"))
     bias = summed_bias(*stored_biases(b_x, b_h, rw), (D, H), dt)
     Wc = W.copy() if rw is not None else W
     RT = padded_copy(R.transpose(0, 2, 1))
@@ -53,35 +52,13 @@ def rnn_sequence(
         for arr in (Wc, RT):
             rw(arr)
 
-    plan = SequencePlan(T, B, lens)
-    x = plan.sort_batch(x, 1)
-    h_prev = plan.sort_batch(h0, 1)
-    if ri is not None:
-        x, h_prev = np.array(x, copy=True), np.array(h_prev, copy=True)
-        ri(x)
-        ri(h_prev)
-    act = activation_applier([a[0] for a in acts], D)
-    clamp = clipper(clip)
-    Yp = np.zeros((T, D, B, H), dt) if plan.lens is not None else np.empty((T, D, B, H), dt)
-
+    plan, x, h_prev, _, Yp = begin_sequence(x, h0, lens, policy, H)
+    stage = gate_stage(clipper(clip), r_pre, activation_applier([a[0] for a in acts], D), r_gate, r_hid)
     for s, n, g in projected_steps(x, Wc, bias, reverse, plan):
         hn = Yp[s, :, :n]
         np.matmul(h_prev[:, :n], RT, out=hn)
         hn += g
-        if clamp is not None:
-            clamp(hn)
-        if r_pre is not None:
-            r_pre(hn)
-        act(hn)
-        if r_gate is not None:
-            r_gate(hn)
-        if r_hid is not None:
-            r_hid(hn)
+        stage(hn)
         h_prev = Yp[s]
 
-    Y_h = plan.unsort_batch(final_rows(Yp, h0, plan), 1)
-    Y = plan.unsort_batch(restore_time_order(Yp, reverse, plan), 2)
-    if r_out is not None:
-        r_out(Y)
-        r_out(Y_h)
-    return Y, Y_h
+    return end_sequence(Yp, h0, plan, reverse, policy)

@@ -56,10 +56,10 @@ import numpy as np
 from .. import conventions
 from ..cells.activations import Activation
 from ..errors import AttributeValueError, ConversionError, DTypeError, FrameworkTypeError, ShapeError
+from .common import check_expected
 
 _GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 _KERAS_CLASS = {"lstm": "LSTM", "gru": "GRU", "rnn": "SimpleRNN"}
-_LAYER_NAME = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}
 _KINDS = {"lstm": "lstm", "gru": "gru", "simplernn": "rnn", "simple_rnn": "rnn", "rnn": "rnn"}
 MERGE_MODES = {"concat": "concat", "sum": "sum", "mul": "mul", "ave": "ave", None: "stack"}
 """Keras ``Bidirectional`` ``merge_mode`` -> fusedrnn ``merge``."""
@@ -239,17 +239,7 @@ def _build(kind: str, dirs: list[dict], merge: str):
 
 
 def _check_expected(expected, kind: str) -> None:
-    from ..layers import RecurrentLayer
-
-    if expected is None or expected is RecurrentLayer:
-        return
-    if not (isinstance(expected, type) and issubclass(expected, RecurrentLayer)):
-        raise ConversionError(f"expected: a fusedrnn layer class (LSTM, GRU, RNN or RecurrentLayer), got "
-                              f"{expected!r}")
-    if expected.cell != kind:
-        raise ConversionError(f"layer: {expected.__name__}.from_keras expected a Keras "
-                              f"{_KERAS_CLASS[expected.cell]}, got a {_KERAS_CLASS[kind]}; use "
-                              f"fusedrnn.{_LAYER_NAME[kind]}.from_keras (or fusedrnn.frontends.keras.from_keras)")
+    check_expected(expected, kind, "Keras", _KERAS_CLASS, "from_keras", "layer")
 
 
 def from_keras_weights(kind, weights, *, bidirectional: bool = False, merge_mode="concat", **config):

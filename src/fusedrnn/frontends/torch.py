@@ -42,6 +42,7 @@ import numpy as np
 
 from .. import conventions
 from ..errors import ConversionError, DTypeError, FrameworkTypeError
+from .common import check_expected
 
 _KIND_NAMES = {"lstm": "nn.LSTM", "gru": "nn.GRU", "rnn": "nn.RNN"}
 _DEFAULT_ACTS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh")}
@@ -70,20 +71,9 @@ def _kind(module, torch) -> tuple[str, bool]:
 
 
 def _check_expected(expected, kind: str) -> None:
-    from ..layers import RecurrentLayer
-
-    if expected is None or expected is RecurrentLayer:
-        return
-    if not (isinstance(expected, type) and issubclass(expected, RecurrentLayer)):
-        raise ConversionError(f"expected: a fusedrnn layer class (LSTM, GRU, RNN or RecurrentLayer), got "
-                              f"{expected!r}")
-    if expected.cell != kind:
-        raise ConversionError(f"module: {expected.__name__}.from_torch expected a PyTorch "
-                              f"{_KIND_NAMES[expected.cell]}, got {_KIND_NAMES[kind]}; use "
-                              f"fusedrnn.{_LAYER_NAME[kind]}.from_torch (or fusedrnn.frontends.torch.from_torch)")
+    check_expected(expected, kind, "PyTorch", _KIND_NAMES, "from_torch", "module")
 
 
-_LAYER_NAME = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}
 
 
 def _array(t, torch, name: str) -> np.ndarray:

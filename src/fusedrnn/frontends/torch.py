@@ -100,8 +100,12 @@ def from_torch(module, expected=None):
     from ..layers import GRU, LSTM, RNN, Stack
 
     cls = {"lstm": LSTM, "gru": GRU, "rnn": RNN}[kind]
-    if is_cell:
-        return _layer_from_cell(module, kind, cls, torch)
+    nonlinearity = getattr(module, "nonlinearity", None)
+    if is_cell:  # nn.LSTMCell / GRUCell / RNNCell: one forward step's parameters, no layer index
+        def one(base):
+            return _array(getattr(module, base), torch, base)[None]
+
+        return _build_layer(cls, kind, one, module.bias, nonlinearity, batch_first=False)
     D = 2 if module.bidirectional else 1
     suffixes = [""] + (["_reverse"] if D == 2 else [])
     proj = int(getattr(module, "proj_size", 0) or 0)
@@ -111,22 +115,27 @@ def from_torch(module, expected=None):
             return np.stack([_array(getattr(module, f"{base}_l{k}{s}"), torch, f"{base}_l{k}{s}")
                              for s in suffixes])
 
-        W = conventions.to_canonical(stack("weight_ih"), kind, "torch", axis=1, argument="weight_ih")
-        R = conventions.to_canonical(stack("weight_hh"), kind, "torch", axis=1, argument="weight_hh")
-        b_x = b_h = None
-        if module.bias:
-            b_x = conventions.to_canonical(stack("bias_ih"), kind, "torch", axis=1, argument="bias_ih")
-            b_h = conventions.to_canonical(stack("bias_hh"), kind, "torch", axis=1, argument="bias_hh")
-        common = dict(direction="bidirectional" if D == 2 else "forward", batch_first=bool(module.batch_first),
-                      merge="concat")
-        if kind == "lstm":
-            layer = cls(W, R, b_x, b_h, proj_W=stack("weight_hr") if proj else None, **common)
-        elif kind == "gru":
-            layer = cls(W, R, b_x, b_h, linear_before_reset=True, **common)
-        else:
-            layer = cls(W, R, b_x, b_h, activations=[_rnn_activation(module.nonlinearity)], **common)
-        layers.append(layer)
+        layers.append(_build_layer(cls, kind, stack, module.bias, nonlinearity, batch_first=bool(module.batch_first),
+                                   direction="bidirectional" if D == 2 else "forward",
+                                   proj_W=stack("weight_hr") if proj else None))
     return layers[0] if len(layers) == 1 else Stack(layers)
+
+
+def _build_layer(cls, kind: str, get, has_bias: bool, nonlinearity: str | None, *, batch_first: bool,
+                 direction: str = "forward", proj_W=None):
+    """One fusedrnn layer from PyTorch parameters; ``get(base)`` returns the parameter ``base`` (weight_ih, ...)
+    stacked over directions, [D, rows, cols]."""
+    def canonical(base):
+        return conventions.to_canonical(get(base), kind, "torch", axis=1, argument=base)
+
+    W, R = canonical("weight_ih"), canonical("weight_hh")
+    b_x, b_h = (canonical("bias_ih"), canonical("bias_hh")) if has_bias else (None, None)
+    common = dict(direction=direction, batch_first=batch_first, merge="concat")
+    if kind == "lstm":
+        return cls(W, R, b_x, b_h, proj_W=proj_W, **common)
+    if kind == "gru":
+        return cls(W, R, b_x, b_h, linear_before_reset=True, **common)
+    return cls(W, R, b_x, b_h, activations=[_rnn_activation(nonlinearity)], **common)
 
 
 def _rnn_activation(nonlinearity: str) -> str:
@@ -135,24 +144,6 @@ def _rnn_activation(nonlinearity: str) -> str:
     except KeyError:
         raise ConversionError(f"module: unknown nn.RNN nonlinearity {nonlinearity!r}; expected 'tanh' or "
                               f"'relu'") from None
-
-
-def _layer_from_cell(module, kind, cls, torch):
-    def one(name):
-        return _array(getattr(module, name), torch, name)[None]
-
-    W = conventions.to_canonical(one("weight_ih"), kind, "torch", axis=1, argument="weight_ih")
-    R = conventions.to_canonical(one("weight_hh"), kind, "torch", axis=1, argument="weight_hh")
-    b_x = b_h = None
-    if module.bias:
-        b_x = conventions.to_canonical(one("bias_ih"), kind, "torch", axis=1, argument="bias_ih")
-        b_h = conventions.to_canonical(one("bias_hh"), kind, "torch", axis=1, argument="bias_hh")
-    common = dict(direction="forward", batch_first=False, merge="concat")
-    if kind == "gru":
-        return cls(W, R, b_x, b_h, linear_before_reset=True, **common)
-    if kind == "rnn":
-        return cls(W, R, b_x, b_h, activations=[_rnn_activation(module.nonlinearity)], **common)
-    return cls(W, R, b_x, b_h, **common)
 
 
 # ------------------------------------------------------------------------------------------------ to_torch

@@ -251,44 +251,70 @@ class RecurrentLayer:
         pass
 
     def to_onnx_model(self, *, opset: int = 14, ir_version: int = 8, name: str | None = None,
-                      state_inputs: bool = True):
+                      state_inputs: bool = True, layout: int = 0):
         """A single-node ONNX model: inputs X [, sequence_lens, initial_h(, initial_c)], weights as
-        initializers, outputs Y, Y_h (, Y_c)."""
+        initializers, outputs Y, Y_h (, Y_c) in ONNX's stacked-direction form.
+
+        A ``batch_first`` layer keeps a batch-major signature (X [batch, seq, I], Y [batch, seq, D, H], states
+        [batch, D, H]). With ``layout=0`` (default) that is made of Transpose nodes around a time-major node,
+        which onnxruntime runs; ``layout=1`` sets the node's batch-major ``layout`` attribute instead (exact
+        ONNX, but onnxruntime refuses to load it).
+        """
         import onnx
         from onnx import TensorProto, helper, numpy_helper
 
+        if isinstance(layout, bool) or layout not in (0, 1):
+            raise AttributeValueError(f"layout: expected 0 or 1, got {layout!r}")
+        if layout == 1 and not self.batch_first:
+            raise AttributeValueError("layout: 1 (a batch-major node) needs a batch_first layer")
         spec = self.to_onnx()
+        attrs = spec["attributes"]
+        transpose = self.batch_first and layout == 0
+        if transpose:
+            attrs.pop("layout", None)
         op = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[self.cell]
         elem = TensorProto.DOUBLE if self.W.dtype == np.float64 else TensorProto.FLOAT
-        D, H, I = self.num_directions, self.hidden_size, self.input_size
-        x_shape = ["batch", "seq", I] if self.batch_first else ["seq", "batch", I]
-        st_shape = ["batch", D, self.output_size] if self.batch_first else [D, "batch", self.output_size]
-        c_shape = ["batch", D, H] if self.batch_first else [D, "batch", H]
-        inputs = [helper.make_tensor_value_info("X", elem, x_shape)]
-        node_in = ["X", "W", "R", "B"]
+        D, H, I, Hp = self.num_directions, self.hidden_size, self.input_size, self.output_size
+        bf = self.batch_first
+        shapes = {  # graph signature
+            "X": ["batch", "seq", I] if bf else ["seq", "batch", I],
+            "initial_h": ["batch", D, Hp] if bf else [D, "batch", Hp],
+            "initial_c": ["batch", D, H] if bf else [D, "batch", H],
+            "Y": ["batch", "seq", D, Hp] if bf else ["seq", D, "batch", Hp],
+            "Y_h": ["batch", D, Hp] if bf else [D, "batch", Hp],
+            "Y_c": ["batch", D, H] if bf else [D, "batch", H],
+        }
+        # batch-major graph value -> (perm into the time-major node, perm out of it)
+        perms = {"X": [1, 0, 2], "initial_h": [1, 0, 2], "initial_c": [1, 0, 2], "Y": [2, 0, 1, 3],
+                 "Y_h": [1, 0, 2], "Y_c": [1, 0, 2]}
+        nodes, state_names = [], ["initial_h"] + (["initial_c"] if self.cell == "lstm" else [])
+        inputs = [helper.make_tensor_value_info("X", elem, shapes["X"])]
         if state_inputs:
             inputs.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, ["batch"]))
-            inputs.append(helper.make_tensor_value_info("initial_h", elem, st_shape))
-            node_in += ["sequence_lens", "initial_h"]
-            if self.cell == "lstm":
-                inputs.append(helper.make_tensor_value_info("initial_c", elem, c_shape))
-                node_in.append("initial_c")
+            inputs += [helper.make_tensor_value_info(n, elem, shapes[n]) for n in state_names]
+
+        def node_input(n):
+            if not transpose:
+                return n
+            nodes.append(helper.make_node("Transpose", [n], [f"{n}_time_major"], perm=perms[n]))
+            return f"{n}_time_major"
+
+        node_in = [node_input("X"), "W", "R", "B"]
+        if state_inputs:
+            node_in += ["sequence_lens"] + [node_input(n) for n in state_names]
         inits = [numpy_helper.from_array(spec[k], k) for k in ("W", "R", "B")]
         if "P" in spec:
-            if not state_inputs:
-                node_in += ["", "", ""] if self.cell == "lstm" else []
+            node_in += [""] * (7 - len(node_in))
             node_in.append("P")
             inits.append(numpy_helper.from_array(spec["P"], "P"))
         outs = ["Y", "Y_h"] + (["Y_c"] if self.cell == "lstm" else [])
-        Hp = self.output_size
-        y_shape = ["batch", "seq", D, Hp] if self.batch_first else ["seq", D, "batch", Hp]
-        c_shape = ["batch", D, H] if self.batch_first else [D, "batch", H]
-        out_info = [helper.make_tensor_value_info("Y", elem, y_shape),
-                    helper.make_tensor_value_info("Y_h", elem, st_shape)]
-        if self.cell == "lstm":
-            out_info.append(helper.make_tensor_value_info("Y_c", elem, c_shape))
-        node = helper.make_node(op, node_in, outs, **spec["attributes"])
-        graph = helper.make_graph([node], name or f"fusedrnn_{self.cell}", inputs, out_info, inits)
+        node_out = [f"{o}_time_major" if transpose else o for o in outs]
+        nodes.insert(len(nodes), helper.make_node(op, node_in, node_out, **attrs))
+        if transpose:
+            nodes += [helper.make_node("Transpose", [t], [o], perm=perms[o]) for t, o in zip(node_out, outs,
+                                                                                              strict=True)]
+        out_info = [helper.make_tensor_value_info(o, elem, shapes[o]) for o in outs]
+        graph = helper.make_graph(nodes, name or f"fusedrnn_{self.cell}", inputs, out_info, inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version)
         onnx.checker.check_model(model)
         return model

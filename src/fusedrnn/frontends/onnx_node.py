@@ -43,6 +43,8 @@ def node_weights(model, op_types=tuple(_OPS)) -> tuple[str, dict, dict]:
                                       f"initializer; only constant weights can be imported")
             arrays[slot] = inits[name]
     attrs = {}
+    if _batch_major_wrapped(model, node):  # Transposes around a time-major node: a batch-first layer
+        attrs["layout"] = 1
     for a in node.attribute:
         v = helper.get_attribute_value(a)
         if isinstance(v, bytes):
@@ -51,6 +53,20 @@ def node_weights(model, op_types=tuple(_OPS)) -> tuple[str, dict, dict]:
             v = [x.decode() for x in v]
         attrs[a.name] = v
     return node.op_type, arrays, attrs
+
+
+def _batch_major_wrapped(model, node) -> bool:
+    """True when the node's X is a graph input transposed [batch, seq, I] -> [seq, batch, I] (perm 1, 0, 2),
+    the form ``to_onnx_model`` gives a batch-first layer so that onnxruntime can run it."""
+    from onnx import helper
+
+    graph_inputs = {i.name for i in model.graph.input}
+    for producer in model.graph.node:
+        if node.input and producer.output and producer.output[0] == node.input[0]:
+            perm = next((helper.get_attribute_value(a) for a in producer.attribute if a.name == "perm"), None)
+            return producer.op_type == "Transpose" and list(perm or []) == [1, 0, 2] and \
+                producer.input[0] in graph_inputs
+    return False
 
 
 def layer_from_onnx(cls, W, R, B, P, attributes: dict):

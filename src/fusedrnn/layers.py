@@ -30,6 +30,7 @@ import numpy as np
 from . import conventions, targets
 from .cells.activations import Activation, parse_activations, to_onnx_lists
 from .cells.gru import gru_sequence
+from .cells.kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
 from .cells.lstm import lstm_sequence
 from .cells.recurrence import DIRECTIONS, MERGE_MODES, direction_flags, merge_directions, reverse_valid_prefix
 from .cells.rnn import rnn_sequence
@@ -44,8 +45,6 @@ from .validation import (
     sequence_lengths,
 )
 
-_DEFAULT_ACTS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh"), "rnn": ("Tanh",)}
-_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 COUPLINGS = (None, "input_forget", "cifg")
 OUTPUT_ORDERS = ("time", "processing")
 
@@ -66,7 +65,7 @@ class RecurrentLayer:
     def __init__(self, W, R, b_x=None, b_h=None, *, direction: str = "forward", activations=None,
                  clip: float | None = None, batch_first: bool = False, merge: str = "concat", target=None,
                  output_order: str = "time", diagonal_ok: bool = False):
-        G = _GATES[self.cell]
+        G = GATE_COUNT[self.cell]
         self.direction = choice(direction, DIRECTIONS, "direction")
         D = len(direction_flags(direction))
         W = as_float_array(W, "W")
@@ -105,7 +104,7 @@ class RecurrentLayer:
 
     @property
     def hidden_size(self) -> int:
-        return self.W.shape[1] // _GATES[self.cell]
+        return self.W.shape[1] // GATE_COUNT[self.cell]
 
     @property
     def input_size(self) -> int:
@@ -117,9 +116,9 @@ class RecurrentLayer:
         return self.hidden_size
 
     def _resolve_activations(self, activations, D: int) -> list[tuple[Activation, ...]]:
-        n = len(_DEFAULT_ACTS[self.cell])
+        n = len(DEFAULT_ACTIVATIONS[self.cell])
         if activations is None:
-            per = [tuple(Activation(a) for a in _DEFAULT_ACTS[self.cell])] * D
+            per = [tuple(Activation(a) for a in DEFAULT_ACTIVATIONS[self.cell])] * D
             return per
         if not isinstance(activations, (list, tuple)):
             raise AttributeValueError(f"activations: expected a list of activation names or Activation objects, "
@@ -200,7 +199,7 @@ class RecurrentLayer:
             f.append("bidirectional")
         if self.clip is not None:
             f.append("clip")
-        if any(tuple(a.name for a in per) != _DEFAULT_ACTS[self.cell] for per in self.activations):
+        if any(tuple(a.name for a in per) != DEFAULT_ACTIVATIONS[self.cell] for per in self.activations):
             f.append("custom_activations")
         return f
 
@@ -213,7 +212,7 @@ class RecurrentLayer:
     def _onnx_common(self) -> dict:
         names, alphas, betas = to_onnx_lists([a for per in self.activations for a in per])
         attrs = {"hidden_size": self.hidden_size, "direction": self.direction}
-        if tuple(names) != _DEFAULT_ACTS[self.cell] * self.num_directions:
+        if tuple(names) != DEFAULT_ACTIVATIONS[self.cell] * self.num_directions:
             attrs["activations"] = names
             if alphas:
                 attrs["activation_alpha"] = alphas

@@ -17,8 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import conventions
-from .cells.activations import parse_activations
+from .cells.activations import Activation, parse_activations
 from .cells.gru import gru_sequence
+from .cells.kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
 from .cells.lstm import lstm_sequence
 from .cells.recurrence import DIRECTIONS, direction_flags
 from .cells.rnn import rnn_sequence
@@ -39,10 +40,7 @@ from .validation import (
     sequence_lengths,
 )
 
-_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
-_N_ACTS = {"lstm": 3, "gru": 2, "rnn": 1}
-_DEFAULT_ACTS = {"lstm": ["Sigmoid", "Tanh", "Tanh"], "gru": ["Sigmoid", "Tanh"], "rnn": ["Tanh"]}
-_COMMON_ATTRS = {
+_ONNX_COMMON = {
     "hidden_size": None,
     "direction": "forward",
     "activations": None,
@@ -50,15 +48,15 @@ _COMMON_ATTRS = {
     "activation_beta": None,
     "clip": None,
     "layout": 0,
-    "activation_defaults": "ort",
-    "dtype": None,
-    "rounding": None,
 }
-_ATTRS = {
-    "lstm": {**_COMMON_ATTRS, "input_forget": 0},
-    "gru": {**_COMMON_ATTRS, "linear_before_reset": 0},
-    "rnn": dict(_COMMON_ATTRS),
+ONNX_ATTRIBUTES = {
+    "lstm": {**_ONNX_COMMON, "input_forget": 0},
+    "gru": {**_ONNX_COMMON, "linear_before_reset": 0},
+    "rnn": dict(_ONNX_COMMON),
 }
+"""The ONNX attributes of each operator with their defaults."""
+_FUSEDRNN_OPTIONS = {"activation_defaults": "ort", "dtype": None, "rounding": None}
+_ATTRS = {cell: {**attrs, **_FUSEDRNN_OPTIONS} for cell, attrs in ONNX_ATTRIBUTES.items()}
 
 
 def _attributes(cell: str, given: dict) -> dict:
@@ -71,11 +69,13 @@ def _attributes(cell: str, given: dict) -> dict:
     return {**_ATTRS[cell], **given}
 
 
-def _split_activations(cell: str, attrs: dict, D: int):
-    names = attrs["activations"]
-    n = _N_ACTS[cell]
+def onnx_activations(cell: str, names, alpha, beta, D: int, defaults: str = "ort") -> list[list[Activation]]:
+    """Resolve ONNX ``activations`` / ``activation_alpha`` / ``activation_beta`` into per-direction lists
+    (None names: the defaults). An RNN of one direction accepts the schema default's two names and uses the
+    first, as onnxruntime does."""
+    n = len(DEFAULT_ACTIVATIONS[cell])
     if names is None:
-        names = _DEFAULT_ACTS[cell] * D
+        names = list(DEFAULT_ACTIVATIONS[cell]) * D
     else:
         names = name_list(names, "activations")
         if cell == "rnn" and D == 1 and len(names) == 2:
@@ -85,16 +85,15 @@ def _split_activations(cell: str, attrs: dict, D: int):
                 f"activations: expected {n * D} names ({n} per direction x {D} direction(s)) for "
                 f"{cell.upper()}, got {len(names)}: {names!r}"
             )
-    alpha = float_list(attrs["activation_alpha"], "activation_alpha")
-    beta = float_list(attrs["activation_beta"], "activation_beta")
-    acts = parse_activations(names, alpha, beta, defaults=attrs["activation_defaults"])
+    acts = parse_activations(names, float_list(alpha, "activation_alpha"), float_list(beta, "activation_beta"),
+                             defaults=defaults)
     return [acts[d * n : (d + 1) * n] for d in range(D)]
 
 
 def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attributes: dict):
     """Validate ONNX-convention arguments; return canonical time-major arrays and resolved options."""
     attrs = _attributes(cell, attributes)
-    G = _GATES[cell]
+    G = GATE_COUNT[cell]
     direction = choice(attrs["direction"], DIRECTIONS, "direction")
     reverse = direction_flags(direction)
     D = len(reverse)
@@ -155,7 +154,8 @@ def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attr
             arrays["P"] = np.ascontiguousarray(P.astype(dt).reshape(D, 3, H)[:, [0, 2, 1]])  # -> i, f, o
     options = dict(
         reverse=reverse,
-        acts=_split_activations(cell, attrs, D),
+        acts=onnx_activations(cell, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], D,
+                              attrs["activation_defaults"]),
         lens=sequence_lengths(sequence_lens, T, Bn),
         clip=clip,
         policy=rounding,

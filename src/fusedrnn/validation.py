@@ -9,8 +9,6 @@ import numpy as np
 
 from .errors import AttributeValueError, DTypeError, SequenceLengthError, ShapeError
 
-FLOAT_DTYPES = (np.float16, np.float32, np.float64)
-
 
 def as_float_array(a, argument: str) -> np.ndarray:
     """``a`` as a NumPy float array (float16, bfloat16, float32 or float64), or raise DTypeError."""

@@ -138,8 +138,6 @@ def half_sigmoid(v: np.ndarray) -> None:
     v += 0.5
 
 
-SIGMOID = Activation("Sigmoid")
-TANH = Activation("Tanh")
 
 
 def canonical_name(name: str, argument: str = "activations") -> str:

@@ -55,10 +55,10 @@ import numpy as np
 
 from .. import conventions
 from ..cells.activations import Activation
+from ..cells.kinds import GATE_COUNT
 from ..errors import AttributeValueError, ConversionError, DTypeError, FrameworkTypeError, ShapeError
 from .common import check_expected
 
-_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 _KERAS_CLASS = {"lstm": "LSTM", "gru": "GRU", "rnn": "SimpleRNN"}
 _KINDS = {"lstm": "lstm", "gru": "gru", "simplernn": "rnn", "simple_rnn": "rnn", "rnn": "rnn"}
 MERGE_MODES = {"concat": "concat", "sum": "sum", "mul": "mul", "ave": "ave", None: "stack"}
@@ -159,7 +159,7 @@ def _one_direction(kind: str, weights, config: dict, where: str = "") -> dict:
     weights = list(weights)
     if len(weights) not in (2, 3):
         raise ShapeError(f"{where}weights: expected [kernel, recurrent_kernel(, bias)], got {len(weights)} arrays")
-    G = _GATES[kind]
+    G = GATE_COUNT[kind]
     kernel = _float(weights[0], f"{where}kernel")
     rec = _float(weights[1], f"{where}recurrent_kernel")
     if kernel.ndim != 2 or rec.ndim != 2 or rec.shape[1] != G * rec.shape[0] or kernel.shape[1] != rec.shape[1] \

@@ -5,20 +5,12 @@ from __future__ import annotations
 import os
 
 from .. import conventions
-from ..cells.activations import parse_activations
+from ..cells.kinds import GATE_COUNT
 from ..errors import AttributeValueError, ConversionError, ShapeError
+from ..ops import ONNX_ATTRIBUTES, onnx_activations
 from ..validation import as_float_array, check_rank
 
 _OPS = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn"}
-_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
-_N_ACTS = {"lstm": 3, "gru": 2, "rnn": 1}
-_KNOWN = {
-    "lstm": {"hidden_size", "direction", "activations", "activation_alpha", "activation_beta", "clip", "layout",
-             "input_forget"},
-    "gru": {"hidden_size", "direction", "activations", "activation_alpha", "activation_beta", "clip", "layout",
-            "linear_before_reset"},
-    "rnn": {"hidden_size", "direction", "activations", "activation_alpha", "activation_beta", "clip", "layout"},
-}
 
 
 def node_weights(model, op_types=tuple(_OPS)) -> tuple[str, dict, dict]:
@@ -84,10 +76,10 @@ def layer_from_onnx(cls, W, R, B, P, attributes: dict):
         attrs = dict(attributes)
     if cls is not RecurrentLayer and cls.cell != cell:
         raise ConversionError(f"model: expected an ONNX {cls.cell.upper()} node, got {cell.upper()}")
-    unknown = sorted(set(attrs) - _KNOWN[cell])
+    unknown = sorted(set(attrs) - set(ONNX_ATTRIBUTES[cell]))
     if unknown:
         raise AttributeValueError(f"{', '.join(unknown)}: unknown attribute(s) of ONNX {cell.upper()}")
-    G = _GATES[cell]
+    G = GATE_COUNT[cell]
     W = as_float_array(W, "W")
     R = as_float_array(R, "R")
     check_rank(W, 3, "W", f"[num_directions, {G}*hidden_size, input_size]")
@@ -98,15 +90,10 @@ def layer_from_onnx(cls, W, R, B, P, attributes: dict):
                          f"R {R.shape}")
     D = W.shape[0]
     direction = attrs.get("direction", "forward")
-    names = attrs.get("activations")
     acts = None
-    if names is not None:
-        names = list(names)
-        if cell == "rnn" and D == 1 and len(names) == 2:
-            names = names[:1]
-        if len(names) != _N_ACTS[cell] * D:
-            raise AttributeValueError(f"activations: expected {_N_ACTS[cell] * D} names, got {names!r}")
-        acts = parse_activations(names, attrs.get("activation_alpha"), attrs.get("activation_beta"))
+    if attrs.get("activations") is not None:
+        acts = onnx_activations(cell, attrs["activations"], attrs.get("activation_alpha"),
+                                attrs.get("activation_beta"), D)
     Wc = conventions.to_canonical(W, cell, "onnx", axis=1, argument="W")
     Rc = conventions.to_canonical(R, cell, "onnx", axis=1, argument="R")
     b_x = b_h = None

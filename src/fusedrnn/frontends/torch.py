@@ -41,11 +41,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import conventions
+from ..cells.kinds import DEFAULT_ACTIVATIONS
 from ..errors import ConversionError, DTypeError, FrameworkTypeError
 from .common import check_expected
 
 _KIND_NAMES = {"lstm": "nn.LSTM", "gru": "nn.GRU", "rnn": "nn.RNN"}
-_DEFAULT_ACTS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh")}
 _RNN_NONLINEARITY = {"tanh": "Tanh", "relu": "Relu"}
 _NONLINEARITY_OF = {v: k for k, v in _RNN_NONLINEARITY.items()}
 
@@ -169,8 +169,8 @@ def _problems(layer) -> list[str]:
     if layer.cell == "rnn":
         if any(a[0] not in _NONLINEARITY_OF for a in acts) or len(set(acts)) > 1:
             bad.append(f"activations={[list(a) for a in acts]} (nn.RNN has one nonlinearity, tanh or relu)")
-    elif any(a != _DEFAULT_ACTS[layer.cell] for a in acts):
-        bad.append(f"activations={[list(a) for a in acts]} (PyTorch uses {list(_DEFAULT_ACTS[layer.cell])})")
+    elif any(a != DEFAULT_ACTIVATIONS[layer.cell] for a in acts):
+        bad.append(f"activations={[list(a) for a in acts]} (PyTorch uses {list(DEFAULT_ACTIVATIONS[layer.cell])})")
     if layer.cell == "lstm":
         for cond, name in ((layer.P is not None, "peepholes (P)"),
                            (layer.layer_norm is not None, "layer_norm"),

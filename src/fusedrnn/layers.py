@@ -61,6 +61,7 @@ class RecurrentLayer:
     """Common part of :class:`LSTM`, :class:`GRU` and :class:`RNN`."""
 
     cell: ClassVar[str] = ""
+    _emulation = None  # run(x, states, lens) of an integer target, set by to(); None runs the float engines
 
     def __init__(self, W, R, b_x=None, b_h=None, *, direction: str = "forward", activations=None,
                  clip: float | None = None, batch_first: bool = False, merge: str = "concat", target=None,
@@ -181,15 +182,22 @@ class RecurrentLayer:
 
     # ---- targets and copies ------------------------------------------------------------------------------
     def to(self, target, calibration=None):
-        """A copy of this layer that runs on ``target`` (a registered name or a Target). ``calibration`` is for
-        quantized targets and is not used by the float ones."""
+        """A copy of this layer that runs on ``target`` (a registered name or a Target).
+
+        ``calibration`` (input data [T, B, I], or [B, T, I] for a ``batch_first`` layer, or a list of such
+        arrays) is for quantized targets, which choose their quantization parameters from it; the float targets
+        ignore it."""
         t = targets.get(target)
         missing = [f for f in self.features() if not t.supports(f)]
         if missing:
             raise UnsupportedFeatureError(f"target: {t.name!r} cannot express {', '.join(missing)} of this "
                                           f"{self.cell.upper()}")
+        if t.needs_calibration and calibration is None:
+            raise UnsupportedFeatureError(f"calibration: target {t.name!r} is quantized and needs calibration "
+                                          f"data (input sequences) to choose its scales, got None")
         new = copy.copy(self)
         new.target = t
+        new._emulation = t.prepare(new, calibration) if t.prepare is not None else None
         return new
 
     def features(self) -> list[str]:
@@ -414,11 +422,14 @@ class LSTM(RecurrentLayer):
             if not isinstance(state, (tuple, list)) or len(state) != 2:
                 raise ShapeError(f"state: expected a pair (h0, c0) for an LSTM, got {type(state).__name__}")
             h0, c0 = state
+        h0 = self._state(h0, "state[0] (h0)", B, self.output_size, dt)
+        c0 = self._state(c0, "state[1] (c0)", B, self.hidden_size, dt)
+        if self._emulation is not None:
+            Y, (h, c) = self._emulation(xt, (h0, c0), lens)
+            return self._output(Y, lens), (h, c)
         w = self._weights(dt)
         Y, h, c = lstm_sequence(
-            xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h),
-            self._state(h0, "state[0] (h0)", B, self.output_size, dt), self._state(c0, "state[1] (c0)", B,
-                                                                                    self.hidden_size, dt),
+            xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h), h0, c0,
             P=w(self.P), coupling=self.coupling, cell_clip=self.cell_clip, proj_W=w(self.proj_W),
             proj_b=w(self.proj_b), proj_clip=self.proj_clip, ln=w(self.layer_norm),
             **self._common_options(lens),
@@ -465,9 +476,12 @@ class GRU(RecurrentLayer):
     def __call__(self, x, state=None, sequence_lens=None):
         """Run the GRU. ``state`` = h0 [D, B, H] or None; returns (y, h_n)."""
         xt, lens, dt = self._inputs(x, sequence_lens)
+        h0 = self._state(state, "state", xt.shape[1], self.hidden_size, dt)
+        if self._emulation is not None:
+            Y, (h,) = self._emulation(xt, (h0,), lens)
+            return self._output(Y, lens), h
         w = self._weights(dt)
-        Y, h = gru_sequence(xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h),
-                            self._state(state, "state", xt.shape[1], self.hidden_size, dt),
+        Y, h = gru_sequence(xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h), h0,
                             linear_before_reset=self.linear_before_reset, **self._common_options(lens))
         return self._output(Y, lens), h
 
@@ -492,9 +506,12 @@ class RNN(RecurrentLayer):
     def __call__(self, x, state=None, sequence_lens=None):
         """Run the RNN. ``state`` = h0 [D, B, H] or None; returns (y, h_n)."""
         xt, lens, dt = self._inputs(x, sequence_lens)
+        h0 = self._state(state, "state", xt.shape[1], self.hidden_size, dt)
+        if self._emulation is not None:
+            Y, (h,) = self._emulation(xt, (h0,), lens)
+            return self._output(Y, lens), h
         w = self._weights(dt)
-        Y, h = rnn_sequence(xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h),
-                            self._state(state, "state", xt.shape[1], self.hidden_size, dt),
+        Y, h = rnn_sequence(xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h), h0,
                             **self._common_options(lens))
         return self._output(Y, lens), h
 

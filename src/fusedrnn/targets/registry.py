@@ -7,7 +7,9 @@ Quark, LiteRT), which register themselves here without changes to the callers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +41,14 @@ class Target:
 
     ``dtype`` is the compute dtype of the float engines, ``rounding`` the storage-rounding policy applied at
     the engines' rounding points, ``features`` the options the target can express.
+
+    Targets whose arithmetic is not the float engines' (the integer SDK kernels) set ``prepare``:
+    ``prepare(layer, calibration) -> run`` is called once by ``layer.to(target, calibration=...)`` (it chooses
+    quantization parameters and converts the weights) and returns a callable
+    ``run(x, states, lens) -> (Y, states)`` with x the float input [T, B, I] in ``dtype``, ``states`` the tuple
+    of float initial states ((h0,) or (h0, c0), each [D, B, H]), ``lens`` the validated sequence lengths [B]
+    (int64) or None, and Y the float output [T, D, B, H] with the final states in the same tuple form.
+    ``needs_calibration`` says whether ``prepare`` requires calibration data.
     """
 
     name: str
@@ -48,6 +58,8 @@ class Target:
     rounding: RoundingPolicy = EXACT
     features: frozenset = frozenset(FLOAT_FEATURES)
     bit_exact: bool = False
+    prepare: Callable[[Any, Any], Callable] | None = None
+    needs_calibration: bool = False
 
     def supports(self, feature: str) -> bool:
         return feature in self.features
@@ -61,6 +73,8 @@ class Target:
             "compute_dtype": np.dtype(self.dtype).name,
             "rounding": self.rounding.name,
             "features": sorted(self.features),
+            "bit_exact": self.bit_exact,
+            "needs_calibration": self.needs_calibration,
         }
 
 

@@ -102,23 +102,90 @@ def node_attributes(attributes: dict, R) -> dict:
     return out
 
 
-def _op_classes(target: Target | None) -> list[type]:
-    """``new_ops`` classes running LSTM / GRU / RNN nodes on fusedrnn with ``target``'s arithmetic."""
+def node_key(node) -> str:
+    """A recurrent node's identity in a model: its first output's name (unique; omitted outputs are named by
+    :func:`load`)."""
+    return node.output[0]
+
+
+def _node_label(node) -> str:
+    return f"node {node.name or node_key(node)!r} ({node.op_type})"
+
+
+@dataclass
+class _NodeEmulation:
+    """A recurrent node's layer on an emulation target, with the weights it was calibrated for."""
+
+    layer: object
+    weights: tuple
+
+
+def _op_classes(target: Target | None, emulations: dict | None = None, recorder: dict | None = None) -> list[type]:
+    """``new_ops`` classes running LSTM / GRU / RNN nodes on fusedrnn.
+
+    Float targets (no ``prepare``) call :mod:`fusedrnn.ops` with the target's compute dtype and rounding policy.
+    With ``emulations`` ({node key: _NodeEmulation}) each node runs its calibrated layer instead. With
+    ``recorder`` every call's inputs are appended to ``recorder[node key]`` (for calibration)."""
     from onnx.reference.op_run import OpRun
 
-    options = {} if target is None else {"dtype": target.dtype, "rounding": target.rounding}
+    options = {} if target is None or emulations is not None else {"dtype": target.dtype,
+                                                                    "rounding": target.rounding}
 
     def _run(self, X, W, R, *optional, **attributes):
-        fn = RECURRENT_OPS[self.onnx_node.op_type]
+        node = self.onnx_node
         try:
-            outputs = fn(X, W, R, *optional, **node_attributes(attributes, R), **options)
+            attrs = node_attributes(attributes, R)
+            if recorder is not None:
+                recorder.setdefault(node_key(node), []).append((X, W, R, *optional))
+            if emulations is not None:
+                outputs = _run_emulated(node, emulations, X, W, R, optional, attrs)
+            else:
+                outputs = RECURRENT_OPS[node.op_type](X, W, R, *optional, **attrs, **options)
         except FusedRNNError as exc:
-            raise _NodeFailure(self.onnx_node, exc) from exc
+            raise _NodeFailure(node, exc) from exc
         dtype = np.asarray(X).dtype
-        return tuple(np.asarray(o, dtype=dtype) for o in outputs[: len(self.onnx_node.output)])
+        return tuple(np.asarray(o, dtype=dtype) for o in outputs[: len(node.output)])
 
-    doc = f"ONNX {{}} on fusedrnn ({'native precision' if target is None else 'target ' + target.name})"
-    return [type(op, (OpRun,), {"op_domain": "", "_run": _run, "__doc__": doc.format(op)}) for op in RECURRENT_OPS]
+    if emulations is not None:
+        how = f"emulated on target {target.name}"
+    else:
+        how = "native precision" if target is None else "target " + target.name
+    return [type(op, (OpRun,), {"op_domain": "", "_run": _run, "__doc__": f"ONNX {op} on fusedrnn ({how})"})
+            for op in RECURRENT_OPS]
+
+
+def _run_emulated(node, emulations: dict, X, W, R, optional, attrs) -> tuple:
+    """Run one node on its calibrated layer; ONNX outputs (Y, Y_h[, Y_c]) in the node's layout."""
+    emu = emulations.get(node_key(node))
+    if emu is None:
+        raise UnsupportedFeatureError("calibration: this node was not reached while running the calibration "
+                                      "feeds, so it has no quantization parameters; calibrate with feeds that "
+                                      "execute it")
+    B_in, P_in = (optional[0] if optional else None), (optional[4] if len(optional) > 4 else None)
+    for name, given, calibrated in zip(("W", "R", "B", "P"), (W, R, B_in, P_in), emu.weights, strict=True):
+        if given is calibrated:
+            continue
+        if given is None or calibrated is None or not np.array_equal(given, calibrated):
+            raise UnsupportedFeatureError(f"{name}: the node's weights differ from those it was calibrated with "
+                                          f"(weights computed at run time must stay constant on a quantized target)")
+    lens = optional[1] if len(optional) > 1 else None
+    h0 = optional[2] if len(optional) > 2 else None
+    c0 = optional[3] if len(optional) > 3 else None
+    batch_major = int(attrs.get("layout", 0)) == 1
+    if batch_major:  # ONNX layout=1 states are [B, D, H]; layer states are [D, B, H]
+        h0 = None if h0 is None else np.swapaxes(h0, 0, 1)
+        c0 = None if c0 is None else np.swapaxes(c0, 0, 1)
+    layer = emu.layer
+    if node.op_type == "LSTM":
+        state = None if h0 is None and c0 is None else (h0, c0)
+        y, (h, c) = layer(X, state, lens)
+        states = [h, c]
+    else:
+        y, h = layer(X, h0, lens)
+        states = [h]
+    if batch_major:
+        states = [np.swapaxes(s, 0, 1) for s in states]
+    return (y, *states)
 
 
 def _name_unused_outputs(graph, count: int = 0) -> int:
@@ -142,6 +209,45 @@ def _name_unused_outputs(graph, count: int = 0) -> int:
     return count
 
 
+def _is_recurrent(node) -> bool:
+    return node.op_type in RECURRENT_OPS and node.domain in ("", "ai.onnx")
+
+
+def _recurrent_nodes(graph):
+    """Every recurrent node of ``graph``, subgraphs (If / Loop / Scan bodies) included."""
+    import onnx
+
+    for node in graph.node:
+        if _is_recurrent(node):
+            yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _recurrent_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _recurrent_nodes(g)
+
+
+def _calibrate_node(node, calls: list, target: Target) -> _NodeEmulation:
+    """The node's layer (from the weights of its first call) emulated on ``target``, calibrated on the X of
+    every recorded call."""
+    from onnx import helper
+
+    from ..layers import GRU, LSTM, RNN
+    from .onnx_node import layer_from_onnx
+
+    X, W, R, *optional = calls[0]
+    B = optional[0] if optional else None
+    P = optional[4] if len(optional) > 4 else None
+    attrs = node_attributes({a.name: helper.get_attribute_value(a) for a in node.attribute}, R)
+    cls = {"LSTM": LSTM, "GRU": GRU, "RNN": RNN}[node.op_type]
+    layer = layer_from_onnx(cls, W, R, B, P, attrs)
+    if any(not np.array_equal(c[1], W) or not np.array_equal(c[2], R) for c in calls[1:]):
+        raise UnsupportedFeatureError("W, R: the weights changed between calibration runs; a quantized target "
+                                      "needs constant weights")
+    return _NodeEmulation(layer.to(target, calibration=[np.asarray(c[0]) for c in calls]), (W, R, B, P))
+
+
 def _value_info(vi) -> TensorInfo:
     from onnx import helper
 
@@ -161,17 +267,22 @@ def _value_info(vi) -> TensorInfo:
 class Model:
     """An ONNX model whose recurrent nodes run on fusedrnn. Build it with :func:`load`."""
 
-    def __init__(self, proto: onnx_lib.ModelProto, target: Target | str | None = None):
-        from onnx.reference import ReferenceEvaluator
-
+    def __init__(self, proto: onnx_lib.ModelProto, target: Target | str | None = None,
+                 emulations: dict | None = None):
         self._proto = proto
         self._target = None if target is None else _targets.get(target)
+        self._emulations = emulations
         initializers = {t.name for t in proto.graph.initializer}
         self._inputs = tuple(_value_info(v) for v in proto.graph.input if v.name not in initializers)
         self._optional_inputs = {v.name for v in proto.graph.input if v.name in initializers}
         self._outputs = tuple(_value_info(v) for v in proto.graph.output)
+        self._evaluator = self._make_evaluator(_op_classes(self._target, emulations))
+
+    def _make_evaluator(self, op_classes):
+        from onnx.reference import ReferenceEvaluator
+
         try:
-            self._evaluator = ReferenceEvaluator(proto, new_ops=_op_classes(self._target))
+            return ReferenceEvaluator(self._proto, new_ops=op_classes)
         except NotImplementedError as exc:
             raise UnsupportedFeatureError(f"model: {exc}") from exc
 
@@ -197,15 +308,42 @@ class Model:
     @property
     def recurrent_nodes(self) -> list[str]:
         """Names (or op types) of the top-level nodes that run on fusedrnn."""
-        return [n.name or n.op_type for n in self._proto.graph.node
-                if n.op_type in RECURRENT_OPS and n.domain in ("", "ai.onnx")]
+        return [n.name or n.op_type for n in self._proto.graph.node if _is_recurrent(n)]
 
     def to(self, target: Target | str | None, calibration=None) -> Model:
         """The same model with every LSTM / GRU / RNN node computed on ``target`` (a name, a
-        :class:`~fusedrnn.targets.Target`, or None for native precision)."""
-        if calibration is not None:
-            raise UnsupportedFeatureError("calibration: the float targets take no calibration data")
-        return Model(self._proto, target)
+        :class:`~fusedrnn.targets.Target`, or None for native precision).
+
+        Quantized targets need ``calibration``: feeds (a dict, or a list of dicts) that the float model is run
+        on; each recurrent node is calibrated on the inputs it received there (its X, in the node's layout) and
+        runs as its own layer on the target. A node the target cannot express raises
+        :class:`~fusedrnn.errors.UnsupportedFeatureError` listing every such node and why."""
+        t = None if target is None else _targets.get(target)
+        if t is None or t.prepare is None:
+            return Model(self._proto, t)  # float targets ignore calibration data
+        if calibration is None:
+            raise UnsupportedFeatureError(f"calibration: target {t.name!r} is quantized and needs calibration "
+                                          f"feeds (a dict of input name -> array, or a list of such dicts)")
+        batches = calibration if isinstance(calibration, (list, tuple)) else [calibration]
+        if not batches or not all(isinstance(b, dict) for b in batches):
+            raise DTypeError(f"calibration: expected a dict of input name -> array or a non-empty list of such "
+                             f"dicts, got {type(calibration).__name__}")
+        recorded: dict = {}
+        recorder = self._make_evaluator(_op_classes(None, recorder=recorded))
+        for feeds in batches:
+            self._run_with(recorder, feeds, None)
+        nodes = {node_key(n): n for n in _recurrent_nodes(self._proto.graph)}
+        emulations, problems = {}, []
+        for key, calls in recorded.items():
+            node = nodes[key]
+            try:
+                emulations[key] = _calibrate_node(node, calls, t)
+            except FusedRNNError as exc:
+                problems.append(f"{_node_label(node)}: {exc}")
+        if problems:
+            raise UnsupportedFeatureError(f"target: {t.name!r} cannot run {len(problems)} recurrent node(s) of "
+                                          f"this model:\n  " + "\n  ".join(problems))
+        return Model(self._proto, t, emulations)
 
     def _check_feeds(self, feeds) -> dict:
         if not isinstance(feeds, dict):
@@ -238,6 +376,9 @@ class Model:
         Missing or unknown feed names raise :class:`~fusedrnn.errors.InputError`; a feed whose dtype or shape
         contradicts the model's declared input raises DTypeError / ShapeError; an unknown output name raises
         AttributeValueError."""
+        return self._run_with(self._evaluator, feeds, outputs)
+
+    def _run_with(self, evaluator, feeds: dict, outputs: list[str] | None) -> dict[str, np.ndarray]:
         feeds = self._check_feeds(feeds)
         names = [o.name for o in self._outputs] if outputs is None else list(outputs)
         known = {o.name for o in self._outputs}
@@ -245,10 +386,10 @@ class Model:
         if bad:
             raise AttributeValueError(f"outputs: unknown output(s) {bad}; the model's outputs are {sorted(known)}")
         try:
-            results = self._evaluator.run(names, feeds)
+            results = evaluator.run(names, feeds)
         except _NodeFailure as failure:
             node, err = failure.node, failure.error
-            raise type(err)(f"node {node.name or node.op_type!r} ({node.op_type}): {err}") from err
+            raise type(err)(f"{_node_label(node)}: {err}") from err
         return dict(zip(names, results, strict=True))
 
     def __repr__(self) -> str:
@@ -288,5 +429,5 @@ def load(path_or_model: str | os.PathLike | bytes | onnx_lib.ModelProto, target:
     return Model(proto, target)
 
 
-__all__ = ["Model", "TensorInfo", "RECURRENT_OPS", "load", "node_attributes"]
+__all__ = ["Model", "TensorInfo", "RECURRENT_OPS", "load", "node_attributes", "node_key"]
 

@@ -211,4 +211,84 @@ def rnn(X, W, R, B=None, sequence_lens=None, initial_h=None, **attributes):
     return _finish(out, layout_value(attrs["layout"]), out_dtype)
 
 
-__all__ = ["lstm", "gru", "rnn"]
+def ort_dynamic_uint8(v: np.ndarray) -> np.ndarray:
+    """onnxruntime's dynamic uint8 quantization of a float32 block, returned as the integers ``q - zero_point``
+    (float64) together with the scale: ``(q - z, s)``.
+
+    The range is widened to contain 0: lo = min(0, min v), hi = max(0, max v); s = (hi - lo) / 255 in float32
+    (1 when hi == lo); z = round_half_even(clamp(-lo / s, 0, 255)); q = clamp(round_half_even(v / s) + z, 0, 255).
+    """
+    v = np.asarray(v, dtype=np.float32)
+    lo = np.float32(min(0.0, float(v.min())))
+    hi = np.float32(max(0.0, float(v.max())))
+    s = np.float32(1.0) if hi == lo else np.float32((hi - lo) / np.float32(255))
+    z = np.float32(np.rint(np.clip(-lo / s, 0, 255)))
+    q = np.clip(np.rint(v / s) + z, 0, 255)
+    return (q - z).astype(np.float64), s
+
+
+def dequantized_weights(Wq, scale, zero_point, D: int, rows: int, name: str) -> np.ndarray:
+    """[D, K, 4H] integer weights with per-direction or per-column scale/zero point -> float64 [D, 4H, K]."""
+    Wq = np.asarray(Wq)
+    if Wq.dtype not in (np.int8, np.uint8):
+        raise DTypeError(f"{name}: expected int8 or uint8 quantized weights, got dtype {Wq.dtype}")
+    check_rank(Wq, 3, name, f"[num_directions, {'input_size' if name == 'W' else 'hidden_size'}, 4*hidden_size]")
+    check_shape(Wq, (D, Wq.shape[1], rows), name, f"[num_directions, K, {rows}] (transposed: K rows, 4H columns)")
+    s = np.asarray(scale, dtype=np.float32) if scale is not None else None
+    if s is None or s.shape not in ((D,), (D, rows)):
+        raise ShapeError(f"{name}_scale: expected shape ({D},) or ({D}, {rows}), got "
+                         f"{None if s is None else s.shape}")
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise AttributeValueError(f"{name}_scale: expected finite positive scales, got {s.ravel()[:8].tolist()}")
+    z = np.zeros(s.shape, np.int64) if zero_point is None else np.asarray(zero_point)
+    if zero_point is not None and (z.dtype != Wq.dtype or z.shape != s.shape):
+        raise DTypeError(f"{name}_zero_point: expected {Wq.dtype} of shape {s.shape} (like {name} and its scale), "
+                         f"got {z.dtype} of shape {z.shape}")
+    s = s.reshape(D, 1, -1).astype(np.float64)
+    z = z.reshape(D, 1, -1).astype(np.float64)
+    return ((Wq.astype(np.float64) - z) * s).transpose(0, 2, 1)
+
+
+def dynamic_quantize_lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None,
+                          W_scale=None, W_zero_point=None, R_scale=None, R_zero_point=None, **attributes):
+    """onnxruntime's ``com.microsoft::DynamicQuantizeLSTM`` (what ``quantize_dynamic`` makes of an LSTM).
+
+    W [D, I, 4H] and R [D, H, 4H] are int8/uint8 and *transposed* relative to ONNX LSTM (gate order still
+    i, o, f, c); scales and zero points are per direction [D] or per column [D, 4H]. X (float32) is quantized
+    once to uint8 over the whole [T*B, I] matrix, and every step's hidden state is re-quantized to uint8 over
+    the batch block [B, H] (onnxruntime single-threaded; with several intra-op threads onnxruntime quantizes
+    per thread block, so its output then depends on the thread count). Integer products are exact; the rest
+    is the float LSTM (computed in float64, returned as float32). Attributes as :func:`lstm` without
+    ``layout``. With ``sequence_lens``, finished rows leave the block whose range quantizes h.
+    """
+    if "layout" in attributes:
+        raise AttributeValueError("layout: DynamicQuantizeLSTM has no layout attribute")
+    X = as_float_array(X, "X")
+    if X.dtype != np.float32:
+        raise DTypeError(f"X: DynamicQuantizeLSTM takes float32 input, got {X.dtype}")
+    check_rank(X, 3, "X", "[seq_length, batch_size, input_size]")
+    direction = choice(attributes.get("direction", "forward"), DIRECTIONS, "direction")
+    D = len(direction_flags(direction))
+    Rq = np.asarray(R)
+    check_rank(Rq, 3, "R", "[num_directions, hidden_size, 4*hidden_size]")
+    H = Rq.shape[1]
+    Wf = dequantized_weights(W, W_scale, W_zero_point, D, 4 * H, "W")
+    Rf = dequantized_weights(R, R_scale, R_zero_point, D, 4 * H, "R")
+    xi, sx = ort_dynamic_uint8(X)
+
+    def h_feed(hp: np.ndarray) -> np.ndarray:
+        out = np.empty(hp.shape)
+        for d in range(hp.shape[0]):
+            q, s = ort_dynamic_uint8(hp[d])
+            np.multiply(q, np.float64(s), out=out[d])
+        return out
+
+    arrays, options, attrs, _ = _prepare("lstm", xi * np.float64(sx), Wf, Rf, B, sequence_lens, initial_h,
+                                         initial_c, P, {**attributes, "dtype": np.float64})
+    coupling = "input_forget" if flag(attrs["input_forget"], "input_forget") else None
+    out = lstm_sequence(arrays["x"], arrays["W"], arrays["R"], arrays["b_x"], arrays["b_h"], arrays["h0"],
+                        arrays["c0"], P=arrays.get("P"), coupling=coupling, h_feed=h_feed, **options)
+    return tuple(np.asarray(o, dtype=np.float32) for o in out)
+
+
+__all__ = ["lstm", "gru", "rnn", "dynamic_quantize_lstm"]

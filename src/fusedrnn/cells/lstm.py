@@ -22,7 +22,7 @@ the output h(c). ``coupling``: ``"input_forget"`` (ONNX, f = 1 - i) or ``"cifg"`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -74,11 +74,14 @@ def lstm_sequence(
     proj_clip: float | None = None,
     ln: np.ndarray | None = None,
     policy: RoundingPolicy = EXACT,
+    h_feed: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run an LSTM over a sequence. Returns Y [T, D, B, Hp], Y_h [D, B, Hp], Y_c [D, B, H].
 
     Inputs are validated canonical arrays in one float dtype (the compute dtype); ``acts[d]`` holds the
-    (f, g, h) activations of direction d. Nothing the caller passed is modified.
+    (f, g, h) activations of direction d. Nothing the caller passed is modified. ``h_feed`` maps the previous
+    hidden state of the active rows [D, n, Hp] to the values the recurrent GEMM sees (a new array; e.g.
+    onnxruntime's DynamicQuantizeLSTM quantizes it to uint8 and back every step).
     """
     B = x.shape[1]
     D, H4 = W.shape[0], W.shape[1]
@@ -164,7 +167,7 @@ def lstm_sequence(
 
     for s, n, g in projected_steps(x, Wc, None if ln_c is not None else bias, reverse, plan):
         a, a4, cc, early, cand, gi, gf, go, m = views_for(n)
-        hp = h_prev[:, :n]
+        hp = h_prev[:, :n] if h_feed is None else h_feed(h_prev[:, :n])
         if diagonal:
             np.multiply(hp[:, :, None, :], Rc, out=a4)
         else:

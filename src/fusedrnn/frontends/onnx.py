@@ -43,8 +43,42 @@ if TYPE_CHECKING:
 
     from ..targets import Target
 
-RECURRENT_OPS = {"LSTM": ops.lstm, "GRU": ops.gru, "RNN": ops.rnn}
-"""ONNX op type (default domain) -> the fusedrnn function that runs it."""
+def _dequantized_lstm_inputs(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None,
+                             W_scale=None, W_zero_point=None, R_scale=None, R_zero_point=None):
+    """DynamicQuantizeLSTM inputs as a float ONNX LSTM's (X, W, R, B, sequence_lens, initial_h, initial_c, P):
+    weights dequantized and transposed back to [D, 4H, K]."""
+    R = np.asarray(R)
+    D, rows = R.shape[0], R.shape[-1]
+    Wf = ops.dequantized_weights(W, W_scale, W_zero_point, D, rows, "W").astype(np.float32)
+    Rf = ops.dequantized_weights(R, R_scale, R_zero_point, D, rows, "R").astype(np.float32)
+    return X, Wf, Rf, B, sequence_lens, initial_h, initial_c, P
+
+
+@dataclass(frozen=True)
+class RecurrentOp:
+    """A recurrent ONNX operator fusedrnn runs: its native function, the fusedrnn cell it is a form of, and
+    (for quantized forms) how its inputs map to a float node's, which a quantized target is calibrated from."""
+
+    domain: str
+    op_type: str
+    run: object
+    cell: str
+    as_float_inputs: object = None
+
+
+RECURRENT_OPS = {
+    ("", "LSTM"): RecurrentOp("", "LSTM", ops.lstm, "lstm"),
+    ("", "GRU"): RecurrentOp("", "GRU", ops.gru, "gru"),
+    ("", "RNN"): RecurrentOp("", "RNN", ops.rnn, "rnn"),
+    ("com.microsoft", "DynamicQuantizeLSTM"): RecurrentOp("com.microsoft", "DynamicQuantizeLSTM",
+                                                          ops.dynamic_quantize_lstm, "lstm", _dequantized_lstm_inputs),
+}
+"""(ONNX domain, op type) -> how fusedrnn runs it."""
+
+
+def _recurrent_op(node) -> RecurrentOp | None:
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    return RECURRENT_OPS.get((domain, node.op_type))
 
 _UNUSED_OUTPUT = "_fusedrnn_unused_output_{}"
 _OPTIONS = ("dtype", "rounding", "activation_defaults")  # fusedrnn.ops keywords that are not ONNX attributes
@@ -131,27 +165,34 @@ def _op_classes(target: Target | None, emulations: dict | None = None, recorder:
     options = {} if target is None or emulations is not None else {"dtype": target.dtype,
                                                                     "rounding": target.rounding}
 
-    def _run(self, X, W, R, *optional, **attributes):
+    def _run(self, *inputs, **attributes):
         node = self.onnx_node
+        op = _recurrent_op(node)
         try:
-            attrs = node_attributes(attributes, R)
+            floats = inputs if op.as_float_inputs is None else op.as_float_inputs(*inputs)
+            X, W, R, *optional = floats
             if recorder is not None:
-                recorder.setdefault(node_key(node), []).append((X, W, R, *optional))
+                recorder.setdefault(node_key(node), []).append(tuple(floats))
             if emulations is not None:
-                outputs = _run_emulated(node, emulations, X, W, R, optional, attrs)
-            else:
-                outputs = RECURRENT_OPS[node.op_type](X, W, R, *optional, **attrs, **options)
+                outputs = _run_emulated(node, emulations, X, W, R, optional, node_attributes(attributes, R))
+            elif op.as_float_inputs is None:
+                outputs = op.run(*inputs, **node_attributes(attributes, R), **options)
+            elif target is None:  # a quantized operator in native precision runs its own arithmetic
+                outputs = op.run(*inputs, **node_attributes(attributes, None))
+            else:  # on a float target: its float form (dequantized weights) in the target's arithmetic
+                outputs = getattr(ops, op.cell)(*floats, **node_attributes(attributes, R), **options)
         except FusedRNNError as exc:
             raise _NodeFailure(node, exc) from exc
-        dtype = np.asarray(X).dtype
+        dtype = np.asarray(inputs[0]).dtype
         return tuple(np.asarray(o, dtype=dtype) for o in outputs[: len(node.output)])
 
     if emulations is not None:
         how = f"emulated on target {target.name}"
     else:
         how = "native precision" if target is None else "target " + target.name
-    return [type(op, (OpRun,), {"op_domain": "", "_run": _run, "__doc__": f"ONNX {op} on fusedrnn ({how})"})
-            for op in RECURRENT_OPS]
+    return [type(op.op_type, (OpRun,), {"op_domain": op.domain, "_run": _run,
+                                        "__doc__": f"ONNX {op.op_type} on fusedrnn ({how})"})
+            for op in RECURRENT_OPS.values()]
 
 
 def _run_emulated(node, emulations: dict, X, W, R, optional, attrs) -> tuple:
@@ -210,7 +251,7 @@ def _name_unused_outputs(graph, count: int = 0) -> int:
 
 
 def _is_recurrent(node) -> bool:
-    return node.op_type in RECURRENT_OPS and node.domain in ("", "ai.onnx")
+    return _recurrent_op(node) is not None
 
 
 def _recurrent_nodes(graph):
@@ -240,7 +281,7 @@ def _calibrate_node(node, calls: list, target: Target) -> _NodeEmulation:
     B = optional[0] if optional else None
     P = optional[4] if len(optional) > 4 else None
     attrs = node_attributes({a.name: helper.get_attribute_value(a) for a in node.attribute}, R)
-    cls = {"LSTM": LSTM, "GRU": GRU, "RNN": RNN}[node.op_type]
+    cls = {"lstm": LSTM, "gru": GRU, "rnn": RNN}[_recurrent_op(node).cell]
     layer = layer_from_onnx(cls, W, R, B, P, attrs)
     if any(not np.array_equal(c[1], W) or not np.array_equal(c[2], R) for c in calls[1:]):
         raise UnsupportedFeatureError("W, R: the weights changed between calibration runs; a quantized target "
@@ -429,5 +470,5 @@ def load(path_or_model: str | os.PathLike | bytes | onnx_lib.ModelProto, target:
     return Model(proto, target)
 
 
-__all__ = ["Model", "TensorInfo", "RECURRENT_OPS", "load", "node_attributes", "node_key"]
+__all__ = ["Model", "RecurrentOp", "TensorInfo", "RECURRENT_OPS", "load", "node_attributes", "node_key"]
 

@@ -348,8 +348,8 @@ class Model:
 
     @property
     def recurrent_nodes(self) -> list[str]:
-        """Names (or op types) of the top-level nodes that run on fusedrnn."""
-        return [n.name or n.op_type for n in self._proto.graph.node if _is_recurrent(n)]
+        """Names (or first output names) of the nodes that run on fusedrnn, subgraphs included."""
+        return [n.name or node_key(n) for n in _recurrent_nodes(self._proto.graph)]
 
     def to(self, target: Target | str | None, calibration=None) -> Model:
         """The same model with every LSTM / GRU / RNN node computed on ``target`` (a name, a

@@ -165,3 +165,53 @@ def test_bundled_model_is_the_one_run(runner):
     res = runner.invoke(main, ["run", "-t", "fp32", "--repeat", "1"])
     assert ex.MODEL_FILE in res.output and ex.DATA_FILE in res.output
     assert onnx.load(ex.model_path()).graph.name == "digits_lstm"
+
+
+def _toy_quantized(name: str, calls: list, *, cannot: str | None = None) -> targets.Target:
+    """A quantized test target: the fp64 engine on inputs rounded to 1/8 of the calibration's max |x|."""
+
+    def prepare(layer, calibration):
+        if cannot:
+            raise fusedrnn.UnsupportedFeatureError(cannot)
+        step = max(float(np.max(np.abs(c))) for c in calibration) / 8
+        calls.append(sum(np.shape(c)[1 if not layer.batch_first else 0] for c in calibration))
+        ref = layer.to("fp64")
+        ref.batch_first, ref.merge = False, "stack"
+
+        def run(x, states, lens):
+            y, st = ref(np.round(x / step) * step, states if layer.cell == "lstm" else states[0], lens)
+            return y, (tuple(st) if layer.cell == "lstm" else (st,))
+
+        return run
+
+    return targets.Target(name, "toy quantized target", family="test", dtype=np.dtype(np.float64),
+                          prepare=prepare, needs_calibration=True)
+
+
+def test_run_calibrates_quantized_targets_and_reports_unsupported_ones(runner, monkeypatch):
+    calls: list = []
+    monkeypatch.setitem(targets.registry._REGISTRY, "toy-q", _toy_quantized("toy-q", calls))
+    monkeypatch.setitem(targets.registry._REGISTRY, "toy-no", _toy_quantized("toy-no", [], cannot="no peepholes"))
+    res = runner.invoke(main, ["run", "--json", "--repeat", "1", "-t", "toy-q", "-t", "toy-no"])
+    assert res.exit_code == 0, res.output
+    rows = {r["target"]: r for r in json.loads(res.output)["results"]}
+    assert calls == [256]  # calibrated once, on the first 256 samples of the data
+    q = rows["toy-q"]
+    assert q["error"] is None and q["max_abs_diff"] > 0 and q["snr_db"] > 0 and q["accuracy_percent"] > 50
+    assert rows["toy-no"]["error"].endswith("node 'lstm' (LSTM): no peepholes") and rows["toy-no"]["time_ms"] is None
+    res = runner.invoke(main, ["run", "--repeat", "1", "-t", "toy-no"])
+    assert res.exit_code == 0 and "cannot run:" in res.output and "no peepholes" in res.output
+
+
+def test_run_with_calibration_file(runner, monkeypatch, tmp_path):
+    calls: list = []
+    monkeypatch.setitem(targets.registry._REGISTRY, "toy-q2", _toy_quantized("toy-q2", calls))
+    with np.load(ex.data_path()) as d:
+        x = d["x"][:10]
+    cal = tmp_path / "cal.npz"
+    np.savez(cal, x=x)
+    res = runner.invoke(main, ["run", "--json", "--repeat", "1", "-t", "toy-q2", "--calibration", str(cal)])
+    assert res.exit_code == 0, res.output
+    assert calls == [10]
+    res = runner.invoke(main, ["run", "-t", "toy-q2", "--calibration", str(tmp_path / "missing.npz")])
+    assert res.exit_code == 2 and "--calibration: no such file" in res.output

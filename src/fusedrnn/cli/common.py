@@ -21,8 +21,12 @@ class CLIError(click.ClickException):
 
 
 def stdout_console() -> Console:
-    # created per invocation so that click's test runner (which swaps sys.stdout) captures it
-    return Console(highlight=False)
+    """The console for results: created per invocation so that click's test runner (which swaps sys.stdout)
+    captures it; 120 columns when the output is not a terminal, so that piped tables are not wrapped."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=120)
+    return console
 
 
 class _Steps:

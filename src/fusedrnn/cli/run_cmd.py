@@ -18,6 +18,7 @@ from .common import CLIError, delayed_progress, stdout_console
 
 REFERENCE = "fp32"
 LABELS = "y"
+CALIBRATION_SAMPLES = 256
 
 
 def _resolve_targets(names) -> list:
@@ -28,25 +29,25 @@ def _resolve_targets(names) -> list:
     return chosen
 
 
-def _load_feeds(model: fonnx.Model, data: Path) -> tuple[dict, np.ndarray | None]:
+def _load_feeds(model: fonnx.Model, data: Path, option: str = "--data") -> tuple[dict, np.ndarray | None]:
     """The model's feeds from the npz ``data`` (float arrays cast to the declared float dtype), and
     the optional label array ``y`` (unless the model has an input called ``y``)."""
     try:
         with np.load(data, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
     except (OSError, ValueError) as exc:
-        raise CLIError(f"--data: cannot read {data} as an npz archive ({exc})") from None
+        raise CLIError(f"{option}: cannot read {data} as an npz archive ({exc})") from None
     names = [i.name for i in model.inputs]
     missing = [n for n in names if n not in arrays]
     if missing:
-        raise CLIError(f"--data: {data} lacks the model input(s) {', '.join(missing)} "
+        raise CLIError(f"{option}: {data} lacks the model input(s) {', '.join(missing)} "
                        f"(it holds {', '.join(arrays) or 'nothing'})")
     feeds = {}
     for spec in model.inputs:
         a = arrays[spec.name]
         if spec.dtype is not None and a.dtype != spec.dtype:
             if not (a.dtype.kind == "f" and spec.dtype.kind == "f"):  # only float precision is adapted
-                raise CLIError(f"--data: array {spec.name!r} has dtype {a.dtype}; the model expects {spec.dtype}")
+                raise CLIError(f"{option}: array {spec.name!r} has dtype {a.dtype}; the model expects {spec.dtype}")
             a = a.astype(spec.dtype)
         feeds[spec.name] = a
     labels = arrays.get(LABELS) if LABELS not in names else None
@@ -57,21 +58,57 @@ def _predictions(out: np.ndarray) -> np.ndarray | None:
     return np.argmax(out, axis=-1) if out.ndim >= 2 and out.shape[-1] > 1 else None
 
 
-def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: int = 1, progress=None) -> list[dict]:
+def calibration_subset(feeds: dict, limit: int = CALIBRATION_SAMPLES) -> dict:
+    """The first ``limit`` samples of every batched feed (axis 0), used to calibrate quantized targets when no
+    separate calibration data is given."""
+    return {k: (v[:limit] if np.ndim(v) and v.shape[0] > limit else v) for k, v in feeds.items()}
+
+
+def _differences(out: dict, ref: dict) -> tuple[float, float, float | None]:
+    """max |Δ|, mean |Δ| and the signal-to-noise ratio in dB (10·log10 Σref² / Σ(out - ref)²; None when the
+    outputs are identical) over every output."""
+    mx, total, count, sig, noise = 0.0, 0.0, 0, 0.0, 0.0
+    for k in out:
+        a, b = out[k].astype(np.float64), ref[k].astype(np.float64)
+        d = np.abs(a - b)
+        mx = max(mx, float(np.max(d, initial=0.0)))
+        total += float(d.sum())
+        count += d.size
+        sig += float(np.sum(b * b))
+        noise += float(np.sum(d * d))
+    snr = None if noise == 0 else 10 * np.log10(max(sig, 1e-300) / noise)
+    return mx, total / max(count, 1), snr
+
+
+def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: int = 1, progress=None,
+                    calibration: dict | None = None) -> list[dict]:
     """Run ``model`` on every target in ``chosen``; one row per target with ``accuracy_percent`` (argmax of the
     first output vs ``labels``; None without labels), ``agreement_percent`` (identical argmax predictions vs the
-    fp32 run), ``max_abs_diff`` (over every output, vs fp32) and ``time_ms`` (the fastest of ``repeat`` runs)."""
+    fp32 run), ``max_abs_diff``, ``mean_abs_diff`` and ``snr_db`` (over every output, vs fp32), ``time_ms``
+    (the fastest of ``repeat`` runs) and ``error`` (why the target cannot run the model, else None).
+
+    Quantized targets are calibrated on ``calibration`` feeds (default: the first samples of ``feeds``)."""
     order = [t.name for t in chosen]
     ref_name = REFERENCE if REFERENCE in registry.names() else order[0]
     runs = order if ref_name in order else [ref_name, *order]
     if progress is not None:
         progress.set_total(len(runs))
     model.to(runs[0]).run(feeds)  # warm-up: one-time import and allocation costs stay out of the timings
-    results, times = {}, {}
+    cal = calibration if calibration is not None else calibration_subset(feeds)
+    results, times, errors = {}, {}, {}
     for name in runs:
         if progress is not None:
             progress.begin(name)
-        m = model.to(name)
+        target = registry.get(name)
+        try:
+            m = model.to(target, calibration=cal if target.needs_calibration else None)
+        except FusedRNNError as exc:
+            if name == ref_name:
+                raise
+            errors[name] = " ".join(str(exc).split())
+            if progress is not None:
+                progress.advance()
+            continue
         best = float("inf")
         for _ in range(max(1, repeat)):
             t0 = time.perf_counter()
@@ -85,6 +122,10 @@ def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: 
     ref_pred = _predictions(ref[first])
     rows = []
     for name in order:
+        if name in errors:
+            rows.append({"target": name, "accuracy_percent": None, "agreement_percent": None, "max_abs_diff": None,
+                         "mean_abs_diff": None, "snr_db": None, "time_ms": None, "error": errors[name]})
+            continue
         out = results[name]
         pred = _predictions(out[first])
         acc = agree = None
@@ -92,13 +133,9 @@ def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: 
             acc = float(np.mean(pred == labels) * 100)
         if pred is not None and ref_pred is not None:
             agree = float(np.mean(pred == ref_pred) * 100)
-        diff = max(
-            (float(np.max(np.abs(out[k].astype(np.float64) - ref[k].astype(np.float64)), initial=0.0))
-             for k in out),
-            default=0.0,
-        )
-        rows.append({"target": name, "accuracy_percent": acc, "agreement_percent": agree, "max_abs_diff": diff,
-                     "time_ms": times[name]})
+        mx, mean, snr = _differences(out, ref)
+        rows.append({"target": name, "accuracy_percent": acc, "agreement_percent": agree, "max_abs_diff": mx,
+                     "mean_abs_diff": mean, "snr_db": snr, "time_ms": times[name], "error": None})
     return rows
 
 
@@ -112,11 +149,14 @@ def _fmt(v, spec: str) -> str:
               help="npz whose arrays are the model inputs by name, plus optional labels 'y'.")
 @click.option("--target", "-t", "target_names", multiple=True, metavar="NAME",
               help="Target to run on (repeatable; default: every registered target).")
+@click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
+              help="npz of model inputs to calibrate quantized targets on (default: the first "
+                   f"{CALIBRATION_SAMPLES} samples of the data).")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Runs per target; the time is the fastest.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...], repeat: int,
-        as_json: bool) -> None:
+def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...], calibration: Path | None,
+        repeat: int, as_json: bool) -> None:
     """Run MODEL on each target and compare it with fp32: accuracy, agreement of the argmax predictions, the
     largest output difference and the run time (the fastest of --repeat runs).
 
@@ -128,18 +168,19 @@ def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...
         data = data or example.data_path()
     elif data is None:
         raise CLIError("--data: an npz with the inputs of MODEL is required when MODEL is given")
-    for what, p in (("MODEL", model_path), ("--data", data)):
-        if not p.is_file():
+    for what, p in (("MODEL", model_path), ("--data", data), ("--calibration", calibration)):
+        if p is not None and not p.is_file():
             raise CLIError(f"{what}: no such file: {p}")
     try:
         model = fonnx.load(model_path)
     except (FusedRNNError, OSError) as exc:
         raise CLIError(f"MODEL: {exc}") from None
     feeds, labels = _load_feeds(model, data)
+    cal = None if calibration is None else _load_feeds(model, calibration, "--calibration")[0]
     samples = next((int(a.shape[0]) for a in feeds.values() if a.ndim), 1)
     try:
         with delayed_progress("running", enabled=not as_json) as steps:
-            rows = compare_targets(model, feeds, labels, chosen, repeat=repeat, progress=steps)
+            rows = compare_targets(model, feeds, labels, chosen, repeat=repeat, progress=steps, calibration=cal)
     except FusedRNNError as exc:
         raise CLIError(str(exc)) from None
 
@@ -149,9 +190,14 @@ def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...
         return
     table = Table(title=f"{model_path.name} on {samples} samples of {data.name}", show_edge=False)
     table.add_column("target", style="bold")
-    for col in ("accuracy (%)", f"agreement with {REFERENCE} (%)", f"max |Δ| vs {REFERENCE}", "time (ms)"):
+    for col in ("accuracy (%)", f"agreement with {REFERENCE} (%)", "max |Δ|", "mean |Δ|", "SNR (dB)",
+                "time (ms)"):
         table.add_column(col, justify="right")
     for r in rows:
+        if r["error"] is not None:
+            table.add_row(r["target"], f"[dim]cannot run: {r['error']}[/dim]", *[""] * 5)
+            continue
+        snr = "exact" if r["snr_db"] is None and r["max_abs_diff"] == 0 else _fmt(r["snr_db"], ".1f")
         table.add_row(r["target"], _fmt(r["accuracy_percent"], ".2f"), _fmt(r["agreement_percent"], ".2f"),
-                      _fmt(r["max_abs_diff"], ".2e"), _fmt(r["time_ms"], ".1f"))
+                      _fmt(r["max_abs_diff"], ".2e"), _fmt(r["mean_abs_diff"], ".2e"), snr, _fmt(r["time_ms"], ".1f"))
     stdout_console().print(table)

@@ -215,3 +215,19 @@ def test_run_with_calibration_file(runner, monkeypatch, tmp_path):
     assert calls == [10]
     res = runner.invoke(main, ["run", "-t", "toy-q2", "--calibration", str(tmp_path / "missing.npz")])
     assert res.exit_code == 2 and "--calibration: no such file" in res.output
+
+
+def test_compare_side_by_side(runner, monkeypatch):
+    monkeypatch.setitem(targets.registry._REGISTRY, "toy-no2", _toy_quantized("toy-no2", [], cannot="no clip"))
+    args = ["compare", str(ex.model_path()), "--data", str(ex.data_path()), "--repeat", "1"]
+    res = runner.invoke(main, [*args, "-t", "fp16", "-t", "bf16", "-t", "toy-no2"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    header = next(ln for ln in lines if "fp16" in ln and "bf16" in ln)
+    assert header.index("fp16") < header.index("bf16")
+    acc = next(ln for ln in lines if ln.strip().startswith("accuracy (%)"))
+    assert len(acc.split("│")) == 3  # one column per target that ran
+    assert any(ln.startswith("toy-no2: cannot run:") and "no clip" in ln for ln in lines)
+    res = runner.invoke(main, [*args, "-t", "fp16", "--json"])
+    assert [r["target"] for r in json.loads(res.output)["results"]] == ["fp16"]
+    assert runner.invoke(main, ["compare"]).exit_code == 2  # MODEL is required

@@ -1,11 +1,12 @@
-"""The ``fusedrnn`` command line: ``fusedrnn --version``, ``fusedrnn targets``, ``fusedrnn run``."""
+"""The ``fusedrnn`` command line: ``fusedrnn --version``, ``fusedrnn targets``, ``fusedrnn run``,
+``fusedrnn compare``."""
 
 from __future__ import annotations
 
 import click
 
 from .. import __version__
-from .run_cmd import run
+from .run_cmd import compare, run
 from .targets_cmd import targets
 
 
@@ -18,5 +19,6 @@ def main() -> None:
 
 main.add_command(targets)
 main.add_command(run)
+main.add_command(compare)
 
 __all__ = ["main"]

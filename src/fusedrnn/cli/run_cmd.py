@@ -143,25 +143,28 @@ def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-@click.command("run")
-@click.argument("model_path", metavar="[MODEL]", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
-              help="npz whose arrays are the model inputs by name, plus optional labels 'y'.")
-@click.option("--target", "-t", "target_names", multiple=True, metavar="NAME",
-              help="Target to run on (repeatable; default: every registered target).")
-@click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
-              help="npz of model inputs to calibrate quantized targets on (default: the first "
-                   f"{CALIBRATION_SAMPLES} samples of the data).")
-@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Runs per target; the time is the fastest.")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...], calibration: Path | None,
-        repeat: int, as_json: bool) -> None:
-    """Run MODEL on each target and compare it with fp32: accuracy, agreement of the argmax predictions, the
-    largest output difference and the run time (the fastest of --repeat runs).
+def _shared_options(fn):
+    """The options ``run`` and ``compare`` share."""
+    options = [
+        click.option("--data", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
+                     help="npz whose arrays are the model inputs by name, plus optional labels 'y'."),
+        click.option("--target", "-t", "target_names", multiple=True, metavar="NAME",
+                     help="Target to run on (repeatable; default: every registered target)."),
+        click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
+                     help="npz of model inputs to calibrate quantized targets on (default: the first "
+                          f"{CALIBRATION_SAMPLES} samples of the data)."),
+        click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+                     help="Runs per target; the time is the fastest."),
+        click.option("--json", "as_json", is_flag=True, help="Print the results as JSON."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
 
-    Without MODEL, runs the bundled example (an LSTM classifier of 8x8 handwritten digits) on its test split.
-    """
+
+def _evaluate(model_path: Path | None, data: Path | None, target_names, calibration: Path | None, repeat: int,
+              quiet: bool) -> tuple[dict, list[dict]]:
+    """Load MODEL and the npz files, run every target; returns (header facts, result rows)."""
     chosen = _resolve_targets(target_names)
     if model_path is None:
         model_path = example.model_path()
@@ -179,25 +182,78 @@ def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...
     cal = None if calibration is None else _load_feeds(model, calibration, "--calibration")[0]
     samples = next((int(a.shape[0]) for a in feeds.values() if a.ndim), 1)
     try:
-        with delayed_progress("running", enabled=not as_json) as steps:
+        with delayed_progress("running", enabled=not quiet) as steps:
             rows = compare_targets(model, feeds, labels, chosen, repeat=repeat, progress=steps, calibration=cal)
     except FusedRNNError as exc:
         raise CLIError(str(exc)) from None
+    facts = {"model": str(model_path), "data": str(data), "samples": samples, "reference": REFERENCE}
+    return facts, rows
 
+
+METRICS = (  # (row key, column title, format)
+    ("accuracy_percent", "accuracy (%)", ".2f"),
+    ("agreement_percent", f"agreement with {REFERENCE} (%)", ".2f"),
+    ("max_abs_diff", "max |Δ|", ".2e"),
+    ("mean_abs_diff", "mean |Δ|", ".2e"),
+    ("snr_db", "SNR (dB)", ".1f"),
+    ("time_ms", "time (ms)", ".1f"),
+)
+
+
+def _cell(row: dict, key: str, spec: str) -> str:
+    if key == "snr_db" and row["snr_db"] is None and row["max_abs_diff"] == 0:
+        return "exact"
+    return _fmt(row[key], spec)
+
+
+@click.command("run")
+@click.argument("model_path", metavar="[MODEL]", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@_shared_options
+def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...], calibration: Path | None,
+        repeat: int, as_json: bool) -> None:
+    """Run MODEL on each target and compare it with fp32: accuracy, agreement of the argmax predictions, the
+    largest and mean output difference, the signal-to-noise ratio and the run time (the fastest of --repeat
+    runs). Quantized targets are calibrated first.
+
+    Without MODEL, runs the bundled example (an LSTM classifier of 8x8 handwritten digits) on its test split.
+    """
+    facts, rows = _evaluate(model_path, data, target_names, calibration, repeat, as_json)
     if as_json:
-        click.echo(json.dumps({"model": str(model_path), "data": str(data), "samples": samples,
-                               "reference": REFERENCE, "results": rows}, indent=2))
+        click.echo(json.dumps({**facts, "results": rows}, indent=2))
         return
-    table = Table(title=f"{model_path.name} on {samples} samples of {data.name}", show_edge=False)
+    table = Table(title=f"{Path(facts['model']).name} on {facts['samples']} samples of {Path(facts['data']).name}",
+                  show_edge=False)
     table.add_column("target", style="bold")
-    for col in ("accuracy (%)", f"agreement with {REFERENCE} (%)", "max |Δ|", "mean |Δ|", "SNR (dB)",
-                "time (ms)"):
-        table.add_column(col, justify="right")
+    for _, title, _ in METRICS:
+        table.add_column(title, justify="right")
     for r in rows:
         if r["error"] is not None:
-            table.add_row(r["target"], f"[dim]cannot run: {r['error']}[/dim]", *[""] * 5)
+            table.add_row(r["target"], f"[dim]cannot run: {r['error']}[/dim]", *[""] * (len(METRICS) - 1))
             continue
-        snr = "exact" if r["snr_db"] is None and r["max_abs_diff"] == 0 else _fmt(r["snr_db"], ".1f")
-        table.add_row(r["target"], _fmt(r["accuracy_percent"], ".2f"), _fmt(r["agreement_percent"], ".2f"),
-                      _fmt(r["max_abs_diff"], ".2e"), _fmt(r["mean_abs_diff"], ".2e"), snr, _fmt(r["time_ms"], ".1f"))
+        table.add_row(r["target"], *[_cell(r, key, spec) for key, _, spec in METRICS])
     stdout_console().print(table)
+
+
+@click.command("compare")
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False, path_type=Path))
+@_shared_options
+def compare(model_path: Path, data: Path | None, target_names: tuple[str, ...], calibration: Path | None,
+            repeat: int, as_json: bool) -> None:
+    """Run MODEL on the given targets (default: all) and show them side by side, one column per target, with
+    the same measurements as ``fusedrnn run``. Targets that cannot run the model say why underneath."""
+    facts, rows = _evaluate(model_path, data, target_names, calibration, repeat, as_json)
+    if as_json:
+        click.echo(json.dumps({**facts, "results": rows}, indent=2))
+        return
+    ok = [r for r in rows if r["error"] is None]
+    table = Table(title=f"{Path(facts['model']).name} on {facts['samples']} samples", show_edge=False)
+    table.add_column("", style="bold")
+    for r in ok:
+        table.add_column(r["target"], justify="right")
+    for key, title, spec in METRICS:
+        table.add_row(title, *[_cell(r, key, spec) for r in ok])
+    console = stdout_console()
+    console.print(table)
+    for r in rows:
+        if r["error"] is not None:
+            console.print(f"{r['target']}: cannot run: {r['error']}", highlight=False, markup=False)

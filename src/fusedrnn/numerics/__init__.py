@@ -1,5 +1,55 @@
-"""Number formats and exact arithmetic shared by every target (NumPy + ml_dtypes only)."""
+"""Number formats and exact arithmetic shared by every target (NumPy + ml_dtypes only).
 
-from .float_formats import round_to_bfloat16, round_to_float16
+* :mod:`.float_formats` — float16, bfloat16 and DLFLOAT16 rounding in place, 16-bit codes;
+* :mod:`.dlfloat16` — IBM zAIU DLFLOAT16 conversions with zDNN's rounding, flags and byte order.
+"""
 
-__all__ = ["round_to_bfloat16", "round_to_float16"]
+from .dlfloat16 import (
+    DLF16_BIAS,
+    DLF16_MAX,
+    DLF16_MIN,
+    DLF16_NINF,
+    FPFlags,
+    bf16_to_dlf16,
+    dlf16_from_bytes,
+    dlf16_to_bf16,
+    dlf16_to_bytes,
+    dlf16_to_fp16,
+    dlf16_to_fp32,
+    fp16_to_dlf16,
+    fp32_to_dlf16,
+    fp32_to_dlf16_flags,
+)
+from .float_formats import (
+    decode_bfloat16,
+    decode_float16,
+    encode_bfloat16,
+    encode_float16,
+    round_to_bfloat16,
+    round_to_dlfloat16,
+    round_to_float16,
+)
+
+__all__ = [
+    "DLF16_BIAS",
+    "DLF16_MAX",
+    "DLF16_MIN",
+    "DLF16_NINF",
+    "FPFlags",
+    "bf16_to_dlf16",
+    "decode_bfloat16",
+    "decode_float16",
+    "dlf16_from_bytes",
+    "dlf16_to_bf16",
+    "dlf16_to_bytes",
+    "dlf16_to_fp16",
+    "dlf16_to_fp32",
+    "encode_bfloat16",
+    "encode_float16",
+    "fp16_to_dlf16",
+    "fp32_to_dlf16",
+    "fp32_to_dlf16_flags",
+    "round_to_bfloat16",
+    "round_to_dlfloat16",
+    "round_to_float16",
+]

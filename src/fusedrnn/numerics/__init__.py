@@ -1,7 +1,8 @@
 """Number formats and exact arithmetic shared by every target (NumPy + ml_dtypes only).
 
 * :mod:`.float_formats` — float16, bfloat16 and DLFLOAT16 rounding in place, 16-bit codes;
-* :mod:`.dlfloat16` — IBM zAIU DLFLOAT16 conversions with zDNN's rounding, flags and byte order.
+* :mod:`.dlfloat16` — IBM zAIU DLFLOAT16 conversions with zDNN's rounding, flags and byte order;
+* :mod:`.gemmlowp` — TFLite's quantized multipliers, rounding shifts and gemmlowp fixed-point exp, logistic, tanh.
 """
 
 from .dlfloat16 import (
@@ -29,6 +30,20 @@ from .float_formats import (
     round_to_dlfloat16,
     round_to_float16,
 )
+from .gemmlowp import (
+    exp_on_negative_values,
+    get_inv_sqrt_quantized_multiplier_exp,
+    logistic,
+    multiply_by_quantized_multiplier,
+    one_minus_x_over_one_plus_x,
+    one_over_one_plus_x,
+    quantize_multiplier,
+    rounding_divide_by_pot,
+    saturating_rounding_multiply_by_pot,
+    srdhm16,
+    srdhm32,
+    tanh,
+)
 
 __all__ = [
     "DLF16_BIAS",
@@ -45,6 +60,18 @@ __all__ = [
     "dlf16_to_fp16",
     "dlf16_to_fp32",
     "encode_bfloat16",
+    "exp_on_negative_values",
+    "get_inv_sqrt_quantized_multiplier_exp",
+    "logistic",
+    "multiply_by_quantized_multiplier",
+    "one_minus_x_over_one_plus_x",
+    "one_over_one_plus_x",
+    "quantize_multiplier",
+    "rounding_divide_by_pot",
+    "saturating_rounding_multiply_by_pot",
+    "srdhm16",
+    "srdhm32",
+    "tanh",
     "encode_float16",
     "fp16_to_dlf16",
     "fp32_to_dlf16",

@@ -88,8 +88,11 @@ def test_run_example_json(runner, ort_accuracy):
     assert list(rows) == targets.names()
     assert rows["fp32"]["accuracy_percent"] == pytest.approx(ort_accuracy[0], abs=1e-9)
     assert rows["fp32"]["max_abs_diff"] == 0.0 and rows["fp32"]["agreement_percent"] == 100.0
-    for r in rows.values():
-        assert r["time_ms"] > 0 and r["accuracy_percent"] >= 90.0 and r["agreement_percent"] >= 95.0
+    for name, r in rows.items():
+        if r["error"] is not None:  # a target that cannot express the example's forward LSTM says why
+            assert targets.get(name).family != "float" and r["time_ms"] is None and len(r["error"]) > 10
+            continue
+        assert r["time_ms"] > 0 and r["accuracy_percent"] >= 90.0 and r["agreement_percent"] >= 95.0, name
     assert 0 < rows["fp16"]["max_abs_diff"] < 0.1
     assert rows["fp64"]["max_abs_diff"] < 1e-5
 

@@ -157,3 +157,19 @@ def test_errors_list_every_unexpressible_node_and_need_calibration():
         model.to(t, calibration="data.npz")
     # float targets ignore calibration
     assert model.to("fp16", calibration={"X": np.ones((6, 2, 3), np.float32)}).target.name == "fp16"
+
+
+def test_kernel_targets_without_calibration_prepare_each_node_on_first_run():
+    rng = np.random.default_rng(6)
+    model = fusedrnn.onnx.load(_two_layer_model(rng))
+    seen: dict = {}
+    t = _grid_target("test-grid-e", seen)
+    t = Target(t.name, t.description, family="test", dtype=t.dtype, prepare=t.prepare, needs_calibration=False)
+    lazy = model.to(t)
+    assert seen == {}
+    x = rng.normal(size=(6, 2, 3)).astype(np.float32)
+    lazy.run({"X": x})
+    assert sorted(seen) == ["gru", "lstm"]  # prepared from the inputs of the first run
+    np.testing.assert_array_equal(seen["lstm"][0][1][0], x)
+    lazy.run({"X": x})
+    assert len(seen["lstm"]) == 1  # once per node

@@ -1,11 +1,12 @@
 """The ``fusedrnn`` command line: ``fusedrnn --version``, ``fusedrnn targets``, ``fusedrnn run``,
-``fusedrnn compare``."""
+``fusedrnn compare``, ``fusedrnn export-vectors``."""
 
 from __future__ import annotations
 
 import click
 
 from .. import __version__
+from .export_cmd import export_vectors
 from .run_cmd import compare, run
 from .targets_cmd import targets
 
@@ -20,5 +21,6 @@ def main() -> None:
 main.add_command(targets)
 main.add_command(run)
 main.add_command(compare)
+main.add_command(export_vectors)
 
 __all__ = ["main"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import zipfile
 from pathlib import Path
 
 import click
@@ -14,6 +15,7 @@ from .. import example
 from .. import targets as registry
 from ..errors import FusedRNNError
 from ..frontends import onnx as fonnx
+from . import report as html_report
 from .common import CLIError, delayed_progress, stdout_console
 
 REFERENCE = "fp32"
@@ -29,15 +31,29 @@ def _resolve_targets(names) -> list:
     return chosen
 
 
+_UNREADABLE = (OSError, ValueError, TypeError, AttributeError, EOFError, zipfile.BadZipFile)
+"""What np.load raises on a file that is not the npz / npy it should be."""
+
+
 def _load_feeds(model: fonnx.Model, data: Path, option: str = "--data") -> tuple[dict, np.ndarray | None]:
     """The model's feeds from the npz ``data`` (float arrays cast to the declared float dtype), and
-    the optional label array ``y`` (unless the model has an input called ``y``)."""
-    try:
-        with np.load(data, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as exc:
-        raise CLIError(f"{option}: cannot read {data} as an npz archive ({exc})") from None
+    the optional label array ``y`` (unless the model has an input called ``y``). A ``.npy`` file is the one
+    input of a single-input model."""
     names = [i.name for i in model.inputs]
+    if data.suffix.lower() == ".npy":
+        if len(names) != 1:
+            raise CLIError(f"{option}: a .npy file holds one array but the model has {len(names)} inputs "
+                           f"({', '.join(names)}); give an npz with one array per input name")
+        try:
+            arrays = {names[0]: np.load(data, allow_pickle=False)}
+        except _UNREADABLE as exc:
+            raise CLIError(f"{option}: cannot read {data} as a .npy array ({exc})") from None
+    else:
+        try:
+            with np.load(data, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+        except _UNREADABLE as exc:
+            raise CLIError(f"{option}: cannot read {data} as an npz archive ({exc})") from None
     missing = [n for n in names if n not in arrays]
     if missing:
         raise CLIError(f"{option}: {data} lacks the model input(s) {', '.join(missing)} "
@@ -81,13 +97,16 @@ def _differences(out: dict, ref: dict) -> tuple[float, float, float | None]:
 
 
 def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: int = 1, progress=None,
-                    calibration: dict | None = None) -> list[dict]:
+                    calibration: dict | None = None, compared: list[str] | None = None,
+                    keep: dict | None = None) -> list[dict]:
     """Run ``model`` on every target in ``chosen``; one row per target with ``accuracy_percent`` (argmax of the
     first output vs ``labels``; None without labels), ``agreement_percent`` (identical argmax predictions vs the
     fp32 run), ``max_abs_diff``, ``mean_abs_diff`` and ``snr_db`` (over every output, vs fp32), ``time_ms``
     (the fastest of ``repeat`` runs) and ``error`` (why the target cannot run the model, else None).
 
-    Quantized targets are calibrated on ``calibration`` feeds (default: the first samples of ``feeds``)."""
+    Quantized targets are calibrated on ``calibration`` feeds (default: the first samples of ``feeds``).
+    ``compared`` names the outputs the measurements cover (default: all of the model's); with ``keep`` (a dict)
+    every output of every target that ran, the reference included, is kept as ``keep[target][output name]``."""
     order = [t.name for t in chosen]
     ref_name = REFERENCE if REFERENCE in registry.names() else order[0]
     runs = order if ref_name in order else [ref_name, *order]
@@ -117,8 +136,12 @@ def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: 
         times[name] = best * 1e3
         if progress is not None:
             progress.advance()
+    if keep is not None:
+        keep.update(results)
+    names = [o.name for o in model.outputs] if compared is None else list(compared)
+    results = {k: {n: v[n] for n in names} for k, v in results.items()}
     ref = results[ref_name]
-    first = model.outputs[0].name
+    first = names[0]
     ref_pred = _predictions(ref[first])
     rows = []
     for name in order:
@@ -147,7 +170,8 @@ def _shared_options(fn):
     """The options ``run`` and ``compare`` share."""
     options = [
         click.option("--data", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
-                     help="npz whose arrays are the model inputs by name, plus optional labels 'y'."),
+                     help="npz whose arrays are the model inputs by name, plus optional labels 'y' (or a .npy "
+                          "for a single-input model)."),
         click.option("--target", "-t", "target_names", multiple=True, metavar="NAME",
                      help="Target to run on (repeatable; default: every registered target)."),
         click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
@@ -156,6 +180,9 @@ def _shared_options(fn):
         click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
                      help="Runs per target; the time is the fastest."),
         click.option("--json", "as_json", is_flag=True, help="Print the results as JSON."),
+        click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="HTML",
+                     help="Also write a self-contained HTML report with plots (error distributions, error growth "
+                          f"over timesteps, per-node errors); needs the '{html_report.EXTRA}' extra."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -163,9 +190,13 @@ def _shared_options(fn):
 
 
 def _evaluate(model_path: Path | None, data: Path | None, target_names, calibration: Path | None, repeat: int,
-              quiet: bool) -> tuple[dict, list[dict]]:
-    """Load MODEL and the npz files, run every target; returns (header facts, result rows)."""
+              quiet: bool, report: Path | None = None) -> tuple[dict, list[dict]]:
+    """Load MODEL and the npz files, run every target (and write the HTML ``report``); returns (header facts,
+    result rows)."""
     chosen = _resolve_targets(target_names)
+    if report is not None:
+        html_report.require_plotting()
+        html_report.check_path(report)
     if model_path is None:
         model_path = example.model_path()
         data = data or example.data_path()
@@ -181,13 +212,31 @@ def _evaluate(model_path: Path | None, data: Path | None, target_names, calibrat
     feeds, labels = _load_feeds(model, data)
     cal = None if calibration is None else _load_feeds(model, calibration, "--calibration")[0]
     samples = next((int(a.shape[0]) for a in feeds.values() if a.ndim), 1)
+    facts = {"model": str(model_path), "data": str(data), "samples": samples, "reference": REFERENCE}
     try:
+        if report is None:
+            with delayed_progress("running", enabled=not quiet) as steps:
+                rows = compare_targets(model, feeds, labels, chosen, repeat=repeat, progress=steps, calibration=cal)
+            return facts, rows
+        probed, probes = html_report.instrument(model)
+        kept: dict = {}
         with delayed_progress("running", enabled=not quiet) as steps:
-            rows = compare_targets(model, feeds, labels, chosen, repeat=repeat, progress=steps, calibration=cal)
+            rows = compare_targets(probed, feeds, labels, chosen, repeat=repeat, progress=steps, calibration=cal,
+                                   compared=[o.name for o in model.outputs], keep=kept)
+        with delayed_progress("writing report", enabled=not quiet) as steps:
+            text = html_report.build({**facts, "reference": _reference(kept)}, rows, kept,
+                                     [o.name for o in model.outputs], probes, metrics=METRICS, cell=_cell,
+                                     feeds=feeds, progress=steps)
     except FusedRNNError as exc:
         raise CLIError(str(exc)) from None
-    facts = {"model": str(model_path), "data": str(data), "samples": samples, "reference": REFERENCE}
+    html_report.write(report, text)
+    click.echo(f"report written to {report}", err=True)
     return facts, rows
+
+
+def _reference(results: dict) -> str:
+    """The target the others were compared with (fp32 unless it is not registered)."""
+    return REFERENCE if REFERENCE in results else next(iter(results))
 
 
 METRICS = (  # (row key, column title, format)
@@ -210,14 +259,14 @@ def _cell(row: dict, key: str, spec: str) -> str:
 @click.argument("model_path", metavar="[MODEL]", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @_shared_options
 def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...], calibration: Path | None,
-        repeat: int, as_json: bool) -> None:
+        repeat: int, as_json: bool, report_path: Path | None) -> None:
     """Run MODEL on each target and compare it with fp32: accuracy, agreement of the argmax predictions, the
     largest and mean output difference, the signal-to-noise ratio and the run time (the fastest of --repeat
     runs). Quantized targets are calibrated first.
 
     Without MODEL, runs the bundled example (an LSTM classifier of 8x8 handwritten digits) on its test split.
     """
-    facts, rows = _evaluate(model_path, data, target_names, calibration, repeat, as_json)
+    facts, rows = _evaluate(model_path, data, target_names, calibration, repeat, as_json, report_path)
     if as_json:
         click.echo(json.dumps({**facts, "results": rows}, indent=2))
         return
@@ -238,10 +287,10 @@ def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...
 @click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False, path_type=Path))
 @_shared_options
 def compare(model_path: Path, data: Path | None, target_names: tuple[str, ...], calibration: Path | None,
-            repeat: int, as_json: bool) -> None:
+            repeat: int, as_json: bool, report_path: Path | None) -> None:
     """Run MODEL on the given targets (default: all) and show them side by side, one column per target, with
     the same measurements as ``fusedrnn run``. Targets that cannot run the model say why underneath."""
-    facts, rows = _evaluate(model_path, data, target_names, calibration, repeat, as_json)
+    facts, rows = _evaluate(model_path, data, target_names, calibration, repeat, as_json, report_path)
     if as_json:
         click.echo(json.dumps({**facts, "results": rows}, indent=2))
         return

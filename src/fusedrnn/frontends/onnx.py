@@ -154,6 +154,15 @@ class _NodeEmulation:
     weights: tuple
 
 
+class _LazyEmulations(dict):
+    """Per-node emulations of a target that needs no calibration, made on each node's first run (from the
+    weights it is given then)."""
+
+    def __init__(self, target: Target):
+        super().__init__()
+        self.target = target
+
+
 def _op_classes(target: Target | None, emulations: dict | None = None, recorder: dict | None = None) -> list[type]:
     """``new_ops`` classes running LSTM / GRU / RNN nodes on fusedrnn.
 
@@ -198,6 +207,8 @@ def _op_classes(target: Target | None, emulations: dict | None = None, recorder:
 def _run_emulated(node, emulations: dict, X, W, R, optional, attrs) -> tuple:
     """Run one node on its calibrated layer; ONNX outputs (Y, Y_h[, Y_c]) in the node's layout."""
     emu = emulations.get(node_key(node))
+    if emu is None and isinstance(emulations, _LazyEmulations):
+        emu = emulations[node_key(node)] = _calibrate_node(node, [(X, W, R, *optional)], emulations.target)
     if emu is None:
         raise UnsupportedFeatureError("calibration: this node was not reached while running the calibration "
                                       "feeds, so it has no quantization parameters; calibrate with feeds that "
@@ -363,8 +374,10 @@ class Model:
         if t is None or t.prepare is None:
             return Model(self._proto, t)  # float targets ignore calibration data
         if calibration is None:
-            raise UnsupportedFeatureError(f"calibration: target {t.name!r} is quantized and needs calibration "
-                                          f"feeds (a dict of input name -> array, or a list of such dicts)")
+            if t.needs_calibration:
+                raise UnsupportedFeatureError(f"calibration: target {t.name!r} is quantized and needs calibration "
+                                              f"feeds (a dict of input name -> array, or a list of such dicts)")
+            return Model(self._proto, t, _LazyEmulations(t))  # each node prepared on its first run
         batches = calibration if isinstance(calibration, (list, tuple)) else [calibration]
         if not batches or not all(isinstance(b, dict) for b in batches):
             raise DTypeError(f"calibration: expected a dict of input name -> array or a non-empty list of such "

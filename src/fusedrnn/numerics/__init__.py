@@ -5,6 +5,7 @@
 * :mod:`.fixed_point` — MLI-style Q-format fixed point: rounding shifts in every SDK mode, saturation, norm;
 * :mod:`.affine` — scale / zero-point quantization (per tensor, per axis), MLI sa8/sa32 scale mantissas, Quark's
   uint16, TFLite's per-row dynamic quantization;
+* :mod:`.int_matmul` — exact integer matrix products through float32 / float64 BLAS (bounds stated in the code);
 * :mod:`.gemmlowp` — TFLite's quantized multipliers, rounding shifts and gemmlowp fixed-point exp, logistic, tanh.
 """
 
@@ -74,6 +75,7 @@ from .gemmlowp import (
     srdhm32,
     tanh,
 )
+from .int_matmul import IntegerOverflowError, IntMatrix, exact_float_dtype, int_matmul
 
 __all__ = [
     "add_sat",
@@ -98,13 +100,17 @@ __all__ = [
     "dlf16_to_fp32",
     "encode_bfloat16",
     "encode_float16",
+    "exact_float_dtype",
     "exp_on_negative_values",
     "fp16_to_dlf16",
     "fp32_to_dlf16",
     "fp32_to_dlf16_flags",
     "FPFlags",
     "get_inv_sqrt_quantized_multiplier_exp",
+    "int_matmul",
     "INT_RANGES",
+    "IntegerOverflowError",
+    "IntMatrix",
     "logistic",
     "mli_scale_from_float",
     "mli_scale_to_float",

@@ -57,18 +57,22 @@ def gru_sequence(
     # Biases folded into the input projection: everything except, with linear_before_reset, the candidate's
     # recurrent bias, which sits inside r ⊙ (...).
     b_x, b_h = stored_biases(b_x, b_h, rw)
+    # split points (xproj / hproj, linear_before_reset only): b_h stays with h·Rᵀ, rounded with it
+    r_xp, r_hp = policy.get("xproj"), policy.get("hproj")
+    split = policy.splits_biases and linear_before_reset
     bias = np.zeros((D, H3), dt)
     if b_x is not None:
         bias += b_x
     b_hn = None
-    if b_h is not None:
+    h_bias = b_h.reshape(D, 1, H3).copy() if split and b_h is not None else None
+    if b_h is not None and not split:
         if linear_before_reset:
             bias[:, : 2 * H] += b_h[:, : 2 * H]
             b_hn = b_h[:, None, 2 * H :].copy()  # [D, 1, H]
         else:
             bias += b_h
     # σ(x) = ½·tanh(½x) + ½ with the ½ folded into the z and r rows (exact), as in the LSTM engine
-    fold = all(a[0].name == "Sigmoid" for a in acts) and r_pre is None and r_gate is None
+    fold = all(a[0].name == "Sigmoid" for a in acts) and r_pre is None and r_gate is None and not split
     Wc = W.copy() if (rw is not None or fold) else W
     RT = np.array(R.transpose(0, 2, 1), order="C", copy=True)  # [D, H, 3H]
     if rw is not None:
@@ -95,11 +99,16 @@ def gru_sequence(
         cand = np.empty((D, B, H), dt)
         rh = np.empty((D, B, H), dt)
 
-    for s, n, g in projected_steps(x, Wc, bias, reverse, plan):
+    for s, n, g in projected_steps(x, Wc, bias, reverse, plan, r_xp if split else None):
         hp = h_prev[:, :n]
         a = acc[:, :n]
         if linear_before_reset:
             np.matmul(hp, RT, out=a)
+            if split:
+                if h_bias is not None:
+                    a += h_bias
+                if r_hp is not None:
+                    r_hp(a)
             zr, nn = a[:, :, : 2 * H], a[:, :, 2 * H :]
             zr += g[:, :, : 2 * H]
         else:

@@ -94,8 +94,13 @@ def lstm_sequence(
 
     # ---- weights in compute order, pre-transposed for row-vector GEMMs, rounded once --------------------
     Wc = _regate(W, 1)
-    bias = summed_bias(*stored_biases(b_x, b_h, rw), (D, H4), dt)
+    # split points (xproj / hproj): the recurrent bias stays with h·Rᵀ instead of being folded into the projection
+    r_xp, r_hp = policy.get("xproj"), policy.get("hproj")
+    split = policy.splits_biases and ln is None
+    sb_x, sb_h = stored_biases(b_x, b_h, rw)
+    bias = summed_bias(sb_x, None if split else sb_h, (D, H4), dt)
     bias = None if bias is None else _regate(bias, 1)
+    h_bias = _regate(sb_h, 1).reshape(D, 1, H4) if split and sb_h is not None else None
     if diagonal:
         Rc = _regate(R, 1).reshape(D, 1, 4, H)
     else:
@@ -114,7 +119,8 @@ def lstm_sequence(
     # σ(x) = ½·tanh(½x) + ½. With f = Sigmoid (all directions) and no rounding of pre-activations or gates, the ½
     # is folded into the i, f, o rows of W, R, biases and peepholes (exact: a power of two), so a single tanh call
     # covers every gate of a step. Layer norm is excluded (ε makes it not scale-invariant).
-    fold = (all(a[0].name == "Sigmoid" for a in acts) and r_pre is None and r_gate is None and ln_c is None)
+    fold = (all(a[0].name == "Sigmoid" for a in acts) and r_pre is None and r_gate is None and ln_c is None
+            and not split)
     if fold:
         Wc[:, : 3 * H] *= 0.5
         if bias is not None:
@@ -165,13 +171,19 @@ def lstm_sequence(
                         a[:, :, H : 2 * H], a[:, :, 2 * H : 3 * H], None if m_buf is None else m_buf[:, :n])
         return views[n]
 
-    for s, n, g in projected_steps(x, Wc, None if ln_c is not None else bias, reverse, plan):
+    for s, n, g in projected_steps(x, Wc, None if ln_c is not None else bias, reverse, plan,
+                                   r_xp if split else None):
         a, a4, cc, early, cand, gi, gf, go, m = views_for(n)
         hp = h_prev[:, :n] if h_feed is None else h_feed(h_prev[:, :n])
         if diagonal:
             np.multiply(hp[:, :, None, :], Rc, out=a4)
         else:
             np.matmul(hp, Rc, out=a)
+        if split:
+            if h_bias is not None:
+                a += h_bias
+            if r_hp is not None:
+                r_hp(a)
         a += g
         if P_if is not None:
             a4[:, :, 0:2] += P_if * cc[:, :, None]

@@ -124,9 +124,11 @@ def padded_copy(a: np.ndarray) -> np.ndarray:
 
 
 def projected_steps(x: np.ndarray, W: np.ndarray, b: np.ndarray | None, reverse: Sequence[bool],
-                    plan: SequencePlan) -> Iterator[tuple[int, int, np.ndarray]]:
+                    plan: SequencePlan, rounder: Callable[[np.ndarray], object] | None = None,
+                    ) -> Iterator[tuple[int, int, np.ndarray]]:
     """Yield (s, n_active, G_s) for every processing step: G_s [D, n, GH] = x_d[s] @ W[d].T + b[d] for the
-    active rows, x_d being x read backwards over each row's valid prefix for a reverse direction.
+    active rows, x_d being x read backwards over each row's valid prefix for a reverse direction; ``rounder``
+    (the ``xproj`` rounding point) is applied in place to each yielded G_s.
 
     x: [T, B, I] (batch already sorted); W: [D, GH, I]; b: [D, GH] or None. The projection of a chunk of K
     timesteps is one GEMM of K*B rows per direction, computed when the walk reaches it.
@@ -148,7 +150,10 @@ def projected_steps(x: np.ndarray, W: np.ndarray, b: np.ndarray | None, reverse:
                 np.matmul(xs[d][s : s + m].reshape(m * B, I), Wn[d], out=out)
                 if b is not None:
                     out += b[d]
-        yield s, n, G[:, k * B : k * B + n]
+        g = G[:, k * B : k * B + n]
+        if rounder is not None:  # per step, while the slice is in cache (each element is rounded once)
+            rounder(g)
+        yield s, n, g
 
 
 def begin_sequence(x: np.ndarray, h0: np.ndarray, lens: np.ndarray | None, policy, out_width: int,

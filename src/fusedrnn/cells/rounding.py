@@ -12,6 +12,14 @@ Points (in the order a step meets them):
 ``cell``         the LSTM cell state after its update
 ``hidden``       the hidden state after each step (and the LSTM projection input o*h(c))
 ``outputs``      Y, Y_h and Y_c as returned
+
+Split points (opt-in, not part of ``POINTS``; LSTM without layer norm, GRU with ``linear_before_reset``, ignored
+elsewhere). When a policy rounds at either,
+the engine keeps the two bias halves apart, as an accelerator that runs the input and the recurrent GEMMs as
+separate ops does (IBM zDNN, zdnn.md 3.3), and disables its exact sigmoid folding:
+
+``xproj``        x·Wᵀ + b_x of every timestep, once it is computed (before any recurrent term is added)
+``hproj``        h·Rᵀ + b_h of each step, before the input projection is added
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from ..errors import AttributeValueError
 from ..numerics import round_to_bfloat16, round_to_float16
 
 POINTS: tuple[str, ...] = ("weights", "inputs", "preact", "gates", "cell", "hidden", "outputs")
+SPLIT_POINTS: tuple[str, ...] = ("xproj", "hproj")
+KNOWN_POINTS: tuple[str, ...] = POINTS + SPLIT_POINTS
 
 Rounder = Callable[[np.ndarray], object]
 
@@ -37,10 +47,10 @@ class RoundingPolicy:
     rounders: Mapping[str, Rounder] = field(default_factory=dict)
 
     def __post_init__(self):
-        unknown = set(self.rounders) - set(POINTS)
+        unknown = set(self.rounders) - set(KNOWN_POINTS)
         if unknown:
             raise AttributeValueError(
-                f"rounders: unknown rounding point(s) {sorted(unknown)}; expected a subset of {POINTS}"
+                f"rounders: unknown rounding point(s) {sorted(unknown)}; expected a subset of {KNOWN_POINTS}"
             )
 
     def get(self, point: str) -> Rounder | None:
@@ -53,6 +63,11 @@ class RoundingPolicy:
         if fn is not None:
             fn(x)
         return x
+
+    @property
+    def splits_biases(self) -> bool:
+        """True when the policy rounds at a split point (``xproj`` / ``hproj``)."""
+        return any(p in self.rounders for p in SPLIT_POINTS)
 
     @property
     def is_exact(self) -> bool:

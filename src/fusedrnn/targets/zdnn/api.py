@@ -1,0 +1,194 @@
+"""The public zDNN API of fusedrnn (``fusedrnn.zdnn``): zDNN's C functions without the ``zdnn_`` prefix.
+
+C out-parameters become Python values: descriptor/ztensor structs are filled in place as in C
+(``generate_transformed_desc(pre, tfrmd)``), scalar outputs are returned (``getrange_ztensor(zt) ->
+(status, min, max)``, ``get_max_limit(t, pre) -> (status, value)``), and ``transform_origtensor(zt, out)``
+writes the NumPy array ``out``. Functions that return ``zdnn_status`` in C return a :class:`Status`.
+"""
+
+from __future__ import annotations
+
+from . import constants as _constants
+from .constants import *  # noqa: F403 - the enum members under their C names
+from .constants import (
+    CONCAT_LAYOUTS,
+    PREV_LAYER_BIDIR,
+    PREV_LAYER_NONE,
+    PREV_LAYER_UNI,
+    QUERY_BFPFMT_SHORT,
+    QUERY_BFPFMT_TINY,
+    QUERY_DATATYPE_BINARY_FP32,
+    QUERY_DATATYPE_BINARY_INT8,
+    QUERY_DATATYPE_BINARY_INT32,
+    QUERY_DATATYPE_INTERNAL1,
+    QUERY_LAYOUTFMT_4DFEATURE,
+    QUERY_LAYOUTFMT_4DGENERIC,
+    QUERY_LAYOUTFMT_4DKERNEL,
+    QUERY_LAYOUTFMT_4DWEIGHTS,
+    RNN_TYPE_GRU,
+    RNN_TYPE_LSTM,
+    USAGE_BIASES,
+    USAGE_HIDDEN_BIASES,
+    USAGE_HIDDEN_WEIGHTS,
+    USAGE_WEIGHTS,
+    ZDNN_VER_MAJOR,
+    ZDNN_VER_MINOR,
+    ZDNN_VER_PATCH,
+    ZDNN_VERNUM,
+    ZDNN_VERSION,
+    DataFormat,
+    DataLayout,
+    DataType,
+    Direction,
+    MatmulBcastOp,
+    MatmulOp,
+    NNPADataType,
+    NNPAFunction,
+    ParmBlkFormat,
+    QuantizedTransformType,
+)
+from .desc import (
+    TensorDesc,
+    generate_quantized_transformed_desc,
+    generate_transformed_desc,
+    generate_transformed_desc_concatenated,
+    getsize_ztensor,
+    init_pre_transformed_desc,
+)
+from .limits import get_max_limit, get_min_limit
+from .machine import (
+    NO_NNPA,
+    TELUM_I,
+    TELUM_II,
+    Machine,
+    get_library_version,
+    get_library_version_str,
+    get_max_for_dim,
+    get_max_runnable_version,
+    get_nnpa_max_dim_idx_size,
+    get_nnpa_max_tensor_size,
+    is_nnpa_conversion_installed,
+    is_nnpa_datatype_installed,
+    is_nnpa_function_installed,
+    is_nnpa_installed,
+    is_nnpa_layout_fmt_installed,
+    is_nnpa_parmblk_fmt_installed,
+    is_version_runnable,
+    machine,
+    refresh_nnpa_query_result,
+    set_machine,
+)
+from .matmul import matmul_bcast_op, matmul_op, matmul_transpose_op
+from .ops_activation import (
+    SOFTMAX_ACT_LOG,
+    SOFTMAX_ACT_NONE,
+    SoftmaxAct,
+    gelu,
+    leaky_relu,
+    relu,
+    sigmoid,
+    softmax,
+    softmax_mask,
+    tanh,
+)
+from .ops_elementwise import add, div, exp, invsqrt, log, max, min, mul, sqrt, sub
+from .ops_norm import (
+    MOMENTS_BESSEL_POPULATION,
+    MOMENTS_BESSEL_SAMPLE,
+    REDUCE_OP_MAXIMUM,
+    REDUCE_OP_MAXIMUM_IDX,
+    REDUCE_OP_MINIMUM,
+    REDUCE_OP_MINIMUM_IDX,
+    MomentsBessel,
+    ReduceOp,
+    batchnorm,
+    layernorm,
+    meanreduce2d,
+    moments,
+    norm,
+    reduce,
+)
+from .ops_pool_conv import (
+    CONV2D_ACT_NONE,
+    CONV2D_ACT_RELU,
+    SAME_PADDING,
+    VALID_PADDING,
+    Conv2dAct,
+    PoolPadding,
+    avgpool2d,
+    conv2d,
+    maxpool2d,
+)
+from .qmatmul import quantized_matmul_op
+from .rnn import gru, lstm, work_area_size
+from .status import NNPAProgramException, Settings, Status, get_status_message, settings
+from .transform import (
+    getrange_ztensor,
+    reshape_ztensor,
+    transform_origtensor,
+    transform_quantized_ztensor,
+    transform_ztensor,
+    transform_ztensor_with_saturation,
+)
+from .ztensor import (
+    ZTensor,
+    allochelper_ztensor,
+    free_ztensor_buffer,
+    init_quantized_ztensor,
+    init_quantized_ztensor_with_malloc,
+    init_ztensor,
+    init_ztensor_with_malloc,
+    is_quantized_ztensor,
+    reset_ztensor,
+)
+
+for _s in Status:
+    globals()[_s.name] = _s
+
+
+def init() -> None:
+    """``zdnn_init``: (re)load ZDNN_ENABLE_PRECHECK and ZDNN_STATUS_DIAG from the environment."""
+    settings.load_environment()
+    refresh_nnpa_query_result()
+
+
+__all__ = [
+    # structs, enums, settings
+    "TensorDesc", "ZTensor", "Status", "DataLayout", "DataFormat", "DataType", "QuantizedTransformType",
+    "Direction", "MatmulOp", "MatmulBcastOp", "NNPAFunction", "ParmBlkFormat", "NNPADataType", "Machine",
+    "TELUM_I", "TELUM_II", "NO_NNPA", "Settings", "settings", "NNPAProgramException", "CONCAT_LAYOUTS",
+    "RNN_TYPE_LSTM", "RNN_TYPE_GRU", "PREV_LAYER_UNI", "PREV_LAYER_NONE", "PREV_LAYER_BIDIR", "USAGE_WEIGHTS",
+    "USAGE_HIDDEN_WEIGHTS", "USAGE_BIASES", "USAGE_HIDDEN_BIASES", "ZDNN_VERSION", "ZDNN_VERNUM",
+    "ZDNN_VER_MAJOR", "ZDNN_VER_MINOR", "ZDNN_VER_PATCH", "QUERY_DATATYPE_INTERNAL1", "QUERY_DATATYPE_BINARY_FP32",
+    "QUERY_DATATYPE_BINARY_INT8", "QUERY_DATATYPE_BINARY_INT32", "QUERY_LAYOUTFMT_4DFEATURE",
+    "QUERY_LAYOUTFMT_4DKERNEL", "QUERY_LAYOUTFMT_4DWEIGHTS", "QUERY_LAYOUTFMT_4DGENERIC", "QUERY_BFPFMT_TINY",
+    "QUERY_BFPFMT_SHORT",
+    # support functions
+    "init", "get_status_message", "set_machine", "machine", "is_nnpa_installed", "is_nnpa_function_installed",
+    "is_nnpa_parmblk_fmt_installed", "is_nnpa_datatype_installed", "is_nnpa_layout_fmt_installed",
+    "is_nnpa_conversion_installed", "refresh_nnpa_query_result", "get_nnpa_max_dim_idx_size", "get_max_for_dim",
+    "get_nnpa_max_tensor_size", "get_library_version", "get_library_version_str", "get_max_runnable_version",
+    "is_version_runnable", "getsize_ztensor", "getrange_ztensor", "get_max_limit", "get_min_limit",
+    "init_pre_transformed_desc", "generate_transformed_desc", "generate_quantized_transformed_desc",
+    "generate_transformed_desc_concatenated", "init_ztensor", "init_ztensor_with_malloc", "init_quantized_ztensor",
+    "init_quantized_ztensor_with_malloc", "is_quantized_ztensor", "reset_ztensor", "allochelper_ztensor",
+    "free_ztensor_buffer", "reshape_ztensor",
+    # transforms
+    "transform_ztensor", "transform_ztensor_with_saturation", "transform_quantized_ztensor", "transform_origtensor",
+    # operations
+    "lstm", "gru", "work_area_size", "matmul_op", "matmul_bcast_op", "matmul_transpose_op", "quantized_matmul_op",
+]
+__all__ += [m.name for enum in (DataLayout, DataFormat, DataType, QuantizedTransformType, Direction, MatmulOp,
+                                MatmulBcastOp, NNPAFunction, ParmBlkFormat, NNPADataType, Status) for m in enum]
+__all__ += [
+    # operations (issue 9)
+    "add", "sub", "mul", "div", "min", "max", "log", "exp", "sqrt", "invsqrt", "relu", "leaky_relu", "tanh",
+    "sigmoid", "softmax", "softmax_mask", "gelu", "meanreduce2d", "batchnorm", "norm", "moments", "layernorm",
+    "reduce", "avgpool2d", "maxpool2d", "conv2d",
+    # their enums
+    "SoftmaxAct", "SOFTMAX_ACT_NONE", "SOFTMAX_ACT_LOG", "MomentsBessel", "MOMENTS_BESSEL_POPULATION",
+    "MOMENTS_BESSEL_SAMPLE", "ReduceOp", "REDUCE_OP_MINIMUM", "REDUCE_OP_MINIMUM_IDX", "REDUCE_OP_MAXIMUM",
+    "REDUCE_OP_MAXIMUM_IDX", "PoolPadding", "VALID_PADDING", "SAME_PADDING", "Conv2dAct", "CONV2D_ACT_NONE",
+    "CONV2D_ACT_RELU",
+]
+del _s, _constants

@@ -1,0 +1,206 @@
+"""zDNN enums, flags and status codes with the values of ``zdnn.h`` (zDNN 1.2.0).
+
+Each enum is an ``IntEnum`` named after its C type; the members keep their C names and are also exported as
+module constants (``ZDNN_3DS``, ``FP32``, ``FWD``, ``MATMUL_OP_ADDITION``, ``ZDNN_OK`` ...) so C code reads the same.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class DataLayout(IntEnum):
+    """``zdnn_data_layouts``."""
+
+    ZDNN_1D = 0
+    ZDNN_2D = 1
+    ZDNN_2DS = 2
+    ZDNN_3D = 3
+    ZDNN_3DS = 4
+    ZDNN_ZRH = 5
+    ZDNN_4D = 6
+    ZDNN_4DS = 7
+    ZDNN_NHWC = 8
+    ZDNN_NCHW = 9
+    ZDNN_FICO = 10
+    ZDNN_HWCK = 11
+    ZDNN_BIDIR_ZRH = 12
+    ZDNN_BIDIR_FICO = 13
+
+
+class DataFormat(IntEnum):
+    """``zdnn_data_formats`` (the NNPA data-layout format numbers)."""
+
+    ZDNN_FORMAT_4DFEATURE = 0
+    ZDNN_FORMAT_4DKERNEL = 1
+    ZDNN_FORMAT_4DWEIGHTS = 2
+    ZDNN_FORMAT_4DGENERIC = 31
+
+
+class DataType(IntEnum):
+    """``zdnn_data_types``: transformed types (NNPA data types) and pre-transformed types (251-255)."""
+
+    ZDNN_DLFLOAT16 = 0
+    ZDNN_BINARY_FP32 = 6
+    ZDNN_BINARY_INT8 = 8
+    ZDNN_BINARY_INT32 = 10
+    INT8 = 251
+    INT32 = 252
+    BFLOAT = 253
+    FP16 = 254
+    FP32 = 255
+
+
+class QuantizedTransformType(IntEnum):
+    """``zdnn_quantized_transform_types``."""
+
+    QUANTIZED_DLFLOAT16 = 0
+    QUANTIZED_INT8 = 1
+    QUANTIZED_WEIGHTS_INT8 = 2
+
+
+class Direction(IntEnum):
+    """``lstm_gru_direction``."""
+
+    FWD = 0
+    BWD = 1
+    BIDIR = 2
+
+
+class MatmulOp(IntEnum):
+    """``zdnn_matmul_ops`` (= the NNPA matmul operation field)."""
+
+    MATMUL_OP_ADDITION = 0
+    MATMUL_OP_GREATER = 1
+    MATMUL_OP_GREATER_EQUAL = 2
+    MATMUL_OP_EQUAL = 3
+    MATMUL_OP_NOT_EQUAL = 4
+    MATMUL_OP_LESSER_EQUAL = 5
+    MATMUL_OP_LESSER = 6
+
+
+class MatmulBcastOp(IntEnum):
+    """``zdnn_matmul_bcast_ops`` (same values as :class:`MatmulOp`)."""
+
+    MATMUL_BCAST_OP_ADDITION = 0
+    MATMUL_BCAST_OP_GREATER = 1
+    MATMUL_BCAST_OP_GREATER_EQUAL = 2
+    MATMUL_BCAST_OP_EQUAL = 3
+    MATMUL_BCAST_OP_NOT_EQUAL = 4
+    MATMUL_BCAST_OP_LESSER_EQUAL = 5
+    MATMUL_BCAST_OP_LESSER = 6
+
+
+class NNPAFunction(IntEnum):
+    """``nnpa_function_code`` (NNPA function codes, z/Architecture Principles of Operation)."""
+
+    NNPA_QAF = 0
+    NNPA_ADD = 16
+    NNPA_SUB = 17
+    NNPA_MUL = 18
+    NNPA_DIV = 19
+    NNPA_MIN = 20
+    NNPA_MAX = 21
+    NNPA_LOG = 32
+    NNPA_EXP = 33
+    NNPA_SQRT = 34
+    NNPA_INVSQRT = 35
+    NNPA_RELU = 49
+    NNPA_TANH = 50
+    NNPA_SIGMOID = 51
+    NNPA_SOFTMAX = 52
+    NNPA_GELU = 53
+    NNPA_BATCHNORMALIZATION = 64
+    NNPA_MOMENTS = 65
+    NNPA_LAYERNORM = 66
+    NNPA_NORM = 67
+    NNPA_MAXPOOL2D = 80
+    NNPA_AVGPOOL2D = 81
+    NNPA_LSTMACT = 96
+    NNPA_GRUACT = 97
+    NNPA_CONVOLUTION = 112
+    NNPA_MATMUL_OP = 113
+    NNPA_MATMUL_OP_BCAST23 = 114
+    NNPA_MATMUL_OP_BCAST1 = 115
+    NNPA_TRANSFORM = 240
+    NNPA_REDUCE = 241
+
+
+class ParmBlkFormat(IntEnum):
+    """``nnpa_parmblk_format``."""
+
+    NNPA_PARMBLKFORMAT_0 = 0
+    NNPA_PARMBLKFORMAT_1 = 1
+
+
+class NNPADataType(IntEnum):
+    """``nnpa_data_type``."""
+
+    NNPA_DATATYPE_1 = 0
+    NNPA_32_BIT_BINARY_FP_SHORT = 6
+    NNPA_8_BIT_BINARY_INT = 8
+    NNPA_32_BIT_BINARY_INT = 10
+
+
+def _msb(field_size: int, pos: int) -> int:
+    return 1 << (field_size - 1 - pos)
+
+
+# zdnn_query_* bit masks (bit position counted from the left, as zdnn.h's MSB_BITMASK)
+QUERY_DATATYPE_INTERNAL1 = _msb(16, 0)
+QUERY_DATATYPE_BINARY_FP32 = _msb(16, 6)
+QUERY_DATATYPE_BINARY_INT8 = _msb(16, 8)
+QUERY_DATATYPE_BINARY_INT32 = _msb(16, 10)
+QUERY_LAYOUTFMT_4DFEATURE = _msb(32, 0)
+QUERY_LAYOUTFMT_4DKERNEL = _msb(32, 1)
+QUERY_LAYOUTFMT_4DWEIGHTS = _msb(32, 2)
+QUERY_LAYOUTFMT_4DGENERIC = _msb(32, 31)
+QUERY_BFPFMT_TINY = _msb(16, 1)
+QUERY_BFPFMT_SHORT = _msb(16, 2)
+
+# zdnn_concat_info: [RNN_TYPE: 8][PREV_LAYER: 8][USAGE: 8][8]
+RNN_TYPE_LSTM = 0 << 24
+RNN_TYPE_GRU = 1 << 24
+PREV_LAYER_UNI = 0 << 16
+PREV_LAYER_NONE = PREV_LAYER_UNI
+PREV_LAYER_BIDIR = 1 << 16
+USAGE_WEIGHTS = 0 << 8
+USAGE_HIDDEN_WEIGHTS = 1 << 8
+USAGE_BIASES = 2 << 8
+USAGE_HIDDEN_BIASES = 3 << 8
+
+
+def concat_rnn_type(info: int) -> int:
+    return info & (0xFF << 24)
+
+
+def concat_prev_layer(info: int) -> int:
+    return info & (0xFF << 16)
+
+
+def concat_usage(info: int) -> int:
+    return info & (0xFF << 8)
+
+
+ZDNN_VERSION = "1.2.0"
+ZDNN_VERNUM = 0x010200
+ZDNN_VER_MAJOR, ZDNN_VER_MINOR, ZDNN_VER_PATCH = 1, 2, 0
+
+PRE_TRANSFORMED_TYPES = (DataType.FP32, DataType.FP16, DataType.BFLOAT, DataType.INT8, DataType.INT32)
+TRANSFORMED_TYPES = (DataType.ZDNN_DLFLOAT16, DataType.ZDNN_BINARY_INT8, DataType.ZDNN_BINARY_INT32)
+CONCAT_LAYOUTS = (DataLayout.ZDNN_FICO, DataLayout.ZDNN_ZRH, DataLayout.ZDNN_BIDIR_FICO, DataLayout.ZDNN_BIDIR_ZRH)
+PRE_LAYOUT_NDIMS = {
+    DataLayout.ZDNN_1D: 1, DataLayout.ZDNN_2D: 2, DataLayout.ZDNN_2DS: 2, DataLayout.ZDNN_3D: 3,
+    DataLayout.ZDNN_3DS: 3, DataLayout.ZDNN_4D: 4, DataLayout.ZDNN_4DS: 4, DataLayout.ZDNN_NHWC: 4,
+    DataLayout.ZDNN_NCHW: 4, DataLayout.ZDNN_HWCK: 4,
+}
+"""Pre-transformed layouts and how many of dim4..dim1 (innermost last) they use."""
+GATES = {DataLayout.ZDNN_FICO: 4, DataLayout.ZDNN_BIDIR_FICO: 4, DataLayout.ZDNN_ZRH: 3, DataLayout.ZDNN_BIDIR_ZRH: 3}
+
+_EXPORTS: dict[str, int] = {}
+for _enum in (DataLayout, DataFormat, DataType, QuantizedTransformType, Direction, MatmulOp, MatmulBcastOp,
+              NNPAFunction, ParmBlkFormat, NNPADataType):
+    for _m in _enum:
+        globals()[_m.name] = _m
+        _EXPORTS[_m.name] = _m
+del _enum, _m

@@ -1,0 +1,132 @@
+"""Shared machinery of zDNN's element-wise, activation, normalization, pooling and convolution operations.
+
+Every operation follows zDNN's ``aiu_ops_func_specific`` sequence: parameter-block format installed (else
+UNAVAILABLE_FUNCTION), the operation's verifier (statuses marked * in the API reference need precheck, see
+:func:`.verify.op_result`), the NNPA function installed (else UNAVAILABLE_FUNCTION), the hardware's
+function-specific checks (response codes), then the computation. Values are read from the transformed inputs as
+DLFLOAT16 (decoded exactly), computed in float64 and rounded once to DLFLOAT16 into the output; a result that
+leaves the DLFLOAT16 range or is not a number (NINF) gives ELEMENT_RANGE_VIOLATION, as the NNPA's range-violation
+flag does.
+
+Float parameters (clipping value, adjustment factor, epsilon, beta, gamma) reach the hardware as DLFLOAT16 codes:
+0.0 is not converted (code 0), anything else goes through VCRNF (:func:`param_code`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...errors import ShapeError
+from ...numerics.dlfloat16 import dlf16_to_fp32, fp32_to_dlf16
+from . import machine as _m
+from .constants import DataFormat, DataType
+from .desc import _enum, getsize_ztensor
+from .status import Status, report
+from .transform import write_values
+from .verify import OpStatus, op_result, require
+from .ztensor import PAGE, ZTensor, _allocator, buffer_ok
+
+SAVEAREA_SIZE = 8 * 1024
+"""``ZDNN_8K_SAVEAREA_SIZE``: the function-specific save area of NNPA_SOFTMAX and NNPA_REDUCE."""
+
+DLF16_NINF_POS, DLF16_NINF_NEG, DLF16_ONE = 0x7FFF, 0xFFFF, 0x3E00
+
+
+def param_code(value: float | None) -> int:
+    """The DLFLOAT16 code a float parameter reaches the NNPA as: 0 for None or 0.0 (zDNN skips the conversion),
+    else FP32(value) through VCRNF (overflow, Inf and NaN become NINF 0x7FFF / 0xFFFF)."""
+    if value is None:
+        return 0
+    v = np.float32(value)
+    if v == 0:
+        return 0
+    return int(fp32_to_dlf16(np.array([v], np.float32))[0])
+
+
+def param_value(code: int) -> float:
+    """The value of a DLFLOAT16 parameter code (NINF reads as NaN)."""
+    return float(dlf16_to_fp32(np.array([code], np.uint16))[0])
+
+
+def is_ninf(code: int) -> bool:
+    return code in (DLF16_NINF_POS, DLF16_NINF_NEG)
+
+
+def require_desc(*zts: ZTensor) -> None:
+    """Every ztensor has a transformed descriptor (INVALID_FORMAT otherwise, as an unknown format)."""
+    for zt in zts:
+        if zt is None or getattr(zt, "transformed_desc", None) is None:
+            raise OpStatus(Status.ZDNN_INVALID_FORMAT)
+
+
+def dims(zt: ZTensor) -> tuple[int, int, int, int]:
+    """Transformed (dim4, dim3, dim2, dim1)."""
+    return tuple(int(v) for v in zt.transformed_desc.dims)
+
+
+def require_same_dims(ref: ZTensor, *others: ZTensor) -> None:
+    """zDNN's ``verify_tensors`` shape rule: all dims equal to ``ref``'s (INVALID_SHAPE)."""
+    for zt in others:
+        require(dims(zt) == dims(ref))
+
+
+def check_kernel(zt: ZTensor) -> None:
+    """A transformed DLFLOAT16 4DKERNEL (HWCK) ztensor."""
+    tf = zt.transformed_desc
+    if _enum(DataFormat, tf.format) != DataFormat.ZDNN_FORMAT_4DKERNEL:
+        raise OpStatus(Status.ZDNN_INVALID_FORMAT)
+    if int(tf.type) != DataType.ZDNN_DLFLOAT16:
+        raise OpStatus(Status.ZDNN_INVALID_TYPE)
+    if any(int(v) <= 0 for v in tf.dims):
+        raise OpStatus(Status.ZDNN_INVALID_SHAPE)
+    if not buffer_ok(zt, getsize_ztensor(tf)):
+        raise OpStatus(Status.ZDNN_INVALID_BUFFER)
+    if not zt.is_transformed:
+        raise OpStatus(Status.ZDNN_INVALID_STATE)
+
+
+def store(out: ZTensor, values: np.ndarray) -> Status:
+    """Round float64 ``values`` (the output's transformed shape) once to DLFLOAT16 into ``out``, mark it
+    transformed; ELEMENT_RANGE_VIOLATION when a value overflowed or was not a number."""
+    with np.errstate(all="ignore"):
+        flags = write_values(out, np.asarray(values, np.float64).reshape(dims(out)))
+    out.is_transformed = True
+    return Status.ZDNN_ELEMENT_RANGE_VIOLATION if (flags.overflow or flags.invalid) else Status.ZDNN_OK
+
+
+def save_area_status(save_area) -> Status:
+    """A caller's save area: None (the operation allocates 8 KiB itself; ALLOCATION_FAILURE when that fails) or a
+    uint8 array of at least 8 KiB whose address is 4 KiB aligned (MISALIGNED_SAVEAREA otherwise)."""
+    if save_area is None:
+        try:
+            _allocator[0](SAVEAREA_SIZE)
+        except MemoryError:
+            return Status.ZDNN_ALLOCATION_FAILURE
+        return Status.ZDNN_OK
+    a = np.asarray(save_area)
+    if a.nbytes < SAVEAREA_SIZE:
+        raise ShapeError(f"save_area: expected at least {SAVEAREA_SIZE} bytes, got {a.nbytes}")
+    if a.ctypes.data % PAGE:
+        return Status.ZDNN_MISALIGNED_SAVEAREA
+    return Status.ZDNN_OK
+
+
+def run_op(where: str, function: int, parmblk: int, verify: Callable[[], None],
+           compute: Callable[[], Status], hardware: Callable[[], Status] | None = None) -> Status:
+    """zDNN's operation sequence (module docstring); ``verify`` raises OpStatus, ``hardware`` returns the
+    function-specific response code (or ZDNN_OK) and ``compute`` the final status."""
+    if not _m.is_nnpa_parmblk_fmt_installed(parmblk):
+        return report(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
+    try:
+        verify()
+    except OpStatus as e:
+        return op_result(e.status, where)
+    if not _m.is_nnpa_function_installed(function):
+        return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
+    if hardware is not None:
+        st = hardware()
+        if st != Status.ZDNN_OK:
+            return op_result(st, where)
+    return op_result(compute(), where)

@@ -1,0 +1,174 @@
+"""``lstm`` and ``gru`` on transformed ztensors, run by the float cell engines with zDNN's DLFLOAT16 op-boundary
+rounding (:mod:`.policy`; zdnn.md section 3).
+
+Gate order FICO (LSTM: f, i, c, o) and ZRH (GRU: z, r, h, reset after linear); weights are stored transposed
+(x @ W). BWD and the backward half of BIDIR store the output of input step t at index t; the final-step output
+is the last *processed* step. BIDIR outputs are (ts, 1, b, 2*PADDED(h)) with forward then backward columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...cells.activations import Activation
+from ...cells.gru import gru_sequence
+from ...cells.lstm import lstm_sequence
+from ...errors import ShapeError
+from . import machine as _m
+from .constants import DataLayout, Direction, NNPAFunction
+from .desc import TensorDesc, getsize_ztensor, padded
+from .policy import DLF16_OP_BOUNDARIES
+from .status import Status
+from .transform import read_values, write_values
+from .verify import OpStatus, check_feature, op_result, require, require_ztensors
+from .ztensor import PAGE, ZTensor, _allocator
+
+FICO_TO_CANONICAL = (1, 0, 2, 3)  # canonical i, f, g, o taken from f, i, c, o
+_LSTM_ACTS = (Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh"))
+_GRU_ACTS = (Activation("Sigmoid"), Activation("Tanh"))
+
+
+def work_area_size(kind: str, num_timesteps: int, num_batches: int, num_hidden: int, bidir: bool = False) -> int:
+    """Bytes of the ``work_area`` zDNN's lstm/gru use: per direction getsize(1,1,b,h) * (G*ts + G + min(ts-1, 2))
+    (FUSED for all steps, one BIAS_ADD, two alternating state slots), doubled for BIDIR."""
+    G = 4 if kind == "lstm" else 3
+    unit = getsize_ztensor(TensorDesc(dim4=1, dim3=1, dim2=num_batches, dim1=num_hidden))
+    size = unit * (G * num_timesteps + G + min(num_timesteps - 1, 2))
+    return size * (2 if bidir else 1)
+
+
+def _gates(zt: ZTensor, G: int, rows: int, h: int, order) -> np.ndarray:
+    """Concatenated gate tensor -> canonical [D, G*h, rows] (out x in) in engine gate order."""
+    v = read_values(zt)  # (D, 1, rows, G*PH)
+    D = v.shape[0]
+    w = v[:, 0].reshape(D, rows, G, padded(h))[..., :h].transpose(0, 2, 3, 1)  # (D, G, h, rows)
+    return np.ascontiguousarray(w[:, list(order)]).reshape(D, G * h, rows)
+
+
+def _bias(zt: ZTensor, G: int, h: int, order) -> np.ndarray:
+    v = read_values(zt)[:, 0, 0].reshape(-1, G, padded(h))[..., :h]
+    return np.ascontiguousarray(v[:, list(order)]).reshape(v.shape[0], G * h)
+
+
+def _out_cells(Y: np.ndarray, width: int) -> np.ndarray:
+    """[T, D, B, H] -> transformed cells (T, 1, B, width): D = 1 as is; D = 2 at columns d*PADDED(H)."""
+    T, D, B, H = Y.shape
+    if D == 1:
+        return Y.reshape(T, 1, B, H)
+    out = np.zeros((T, B, D, width // D), Y.dtype)
+    out[..., :H] = Y.transpose(0, 2, 1, 3)
+    return out.reshape(T, 1, B, width)
+
+
+def _check(kind, input, h0, c0, weights, biases, hidden_weights, hidden_biases, direction, hn_output,
+           cf_output):
+    """Validate shapes and types; returns (ts, b, f, h, D)."""
+    G = 4 if kind == "lstm" else 3
+    for t in (input, h0, weights, biases, hidden_weights, hidden_biases) + ((c0,) if c0 is not None else ()):
+        check_feature(t)
+    for t in (hn_output,) + ((cf_output,) if cf_output is not None else ()):
+        check_feature(t, input_=False)
+    D = 2 if direction == Direction.BIDIR else 1
+    ts, one, b, f = input.transformed_desc.dims
+    require(one == 1 and ts >= 1)
+    dh, _, bh, h = h0.transformed_desc.dims
+    require(dh == D and bh == b and h0.transformed_desc.dim3 == 1)
+    require(h <= _m.get_max_for_dim(2) // G)
+    if c0 is not None:
+        require(c0.transformed_desc.dims == h0.transformed_desc.dims)
+    lay = (DataLayout.ZDNN_FICO, DataLayout.ZDNN_BIDIR_FICO) if kind == "lstm" else (DataLayout.ZDNN_ZRH,
+                                                                                      DataLayout.ZDNN_BIDIR_ZRH)
+    require(weights.transformed_desc.layout in lay, Status.ZDNN_INVALID_LAYOUT)
+    for t in (biases, hidden_weights, hidden_biases):
+        require(t.transformed_desc.layout == lay[0], Status.ZDNN_INVALID_LAYOUT)
+    gw = G * padded(h)
+    require(weights.transformed_desc.dims == (D, 1, f, gw))
+    require(hidden_weights.transformed_desc.dims == (D, 1, h, gw))
+    require(biases.transformed_desc.dims == (D, 1, 1, gw) and hidden_biases.transformed_desc.dims == (D, 1, 1, gw))
+    width = h if D == 1 else 2 * padded(h)
+    require(hn_output.transformed_desc.dims in ((ts, 1, b, width), (1, 1, b, width)))
+    if cf_output is not None:
+        require(cf_output.transformed_desc.dims == (1, 1, b, width))
+    return ts, b, f, h, D
+
+
+def _work_area(work_area, kind, ts, b, h, D, where):
+    size = work_area_size(kind, ts, b, h, D == 2)
+    if work_area is None:
+        try:
+            _allocator[0](size)
+        except MemoryError:
+            return Status.ZDNN_ALLOCATION_FAILURE
+        return None
+    wa = np.asarray(work_area)
+    if wa.ctypes.data % PAGE:
+        return Status.ZDNN_MISALIGNED_TENSOR
+    if wa.nbytes < size:
+        raise ShapeError(f"work_area: expected at least {size} bytes for {where} (ts={ts}, b={b}, h={h}, "
+                         f"dirs={D}), got {wa.nbytes}")
+    return None
+
+
+def _run(kind, input, h0, c0, weights, biases, hidden_weights, hidden_biases, direction, work_area, hn_output,
+         cf_output) -> Status:
+    where = kind
+    require_ztensors(input=input, h0=h0, weights=weights, biases=biases, hidden_weights=hidden_weights,
+                     hidden_biases=hidden_biases, hn_output=hn_output,
+                     **({"c0": c0, "cf_output": cf_output} if kind == "lstm" else {}))
+    try:
+        direction = Direction(int(direction))
+    except ValueError:
+        return op_result(Status.ZDNN_INVALID_DIRECTION, where)
+    try:
+        ts, b, f, h, D = _check(kind, input, h0, c0, weights, biases, hidden_weights, hidden_biases, direction,
+                                hn_output, cf_output)
+    except OpStatus as e:
+        return op_result(e.status, where)
+    acts = NNPAFunction.NNPA_LSTMACT if kind == "lstm" else NNPAFunction.NNPA_GRUACT
+    if not _m.is_nnpa_function_installed(NNPAFunction.NNPA_MATMUL_OP, NNPAFunction.NNPA_MATMUL_OP_BCAST23, acts):
+        return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
+    st = _work_area(work_area, kind, ts, b, h, D, where)
+    if st is not None:
+        return op_result(st, where)
+    G = 4 if kind == "lstm" else 3
+    order = FICO_TO_CANONICAL if kind == "lstm" else (0, 1, 2)
+    x = np.ascontiguousarray(read_values(input)[:, 0])  # (ts, b, f)
+    W = _gates(weights, G, f, h, order)
+    R = _gates(hidden_weights, G, h, h, order)
+    bx, bh = _bias(biases, G, h, order), _bias(hidden_biases, G, h, order)
+    hs = np.ascontiguousarray(read_values(h0)[:, 0])
+    reverse = {Direction.FWD: (False,), Direction.BWD: (True,), Direction.BIDIR: (False, True)}[direction]
+    if kind == "lstm":
+        cs = np.ascontiguousarray(read_values(c0)[:, 0])
+        Y, Yh, Yc = lstm_sequence(x, W, R, bx, bh, hs, cs, reverse=reverse, acts=[_LSTM_ACTS] * D,
+                                  policy=DLF16_OP_BOUNDARIES)
+    else:
+        Y, Yh = gru_sequence(x, W, R, bx, bh, hs, reverse=reverse, acts=[_GRU_ACTS] * D, linear_before_reset=True,
+                             policy=DLF16_OP_BOUNDARIES)
+    width = hn_output.transformed_desc.dim1
+    hn = Y if hn_output.transformed_desc.dim4 == ts else Yh[None]
+    flags = write_values(hn_output, _out_cells(hn, width))
+    hn_output.is_transformed = True
+    bad = flags.overflow or flags.invalid
+    if cf_output is not None:
+        flags = write_values(cf_output, _out_cells(Yc[None], width))
+        cf_output.is_transformed = True
+        bad = bad or flags.overflow or flags.invalid
+    return op_result(Status.ZDNN_ELEMENT_RANGE_VIOLATION if bad else Status.ZDNN_OK, where)
+
+
+def lstm(input: ZTensor, h0: ZTensor, c0: ZTensor, weights: ZTensor, biases: ZTensor,  # noqa: A002
+         hidden_weights: ZTensor, hidden_biases: ZTensor, direction: int, work_area, hn_output: ZTensor,
+         cf_output: ZTensor) -> Status:
+    """``zdnn_lstm``: input (ts, b, f) 3DS, h0/c0 (dirs, b, h) 3DS, FICO-concatenated weights/biases; writes
+    hn_output (ts or 1, dirs, b, h) 4DS and cf_output (1, dirs, b, h) 4DS. ``work_area``: None (allocated) or a
+    4 KiB-aligned array of at least :func:`work_area_size` bytes."""
+    return _run("lstm", input, h0, c0, weights, biases, hidden_weights, hidden_biases, direction, work_area,
+                hn_output, cf_output)
+
+
+def gru(input: ZTensor, h0: ZTensor, weights: ZTensor, biases: ZTensor, hidden_weights: ZTensor,  # noqa: A002
+        hidden_biases: ZTensor, direction: int, work_area, hn_output: ZTensor) -> Status:
+    """``zdnn_gru`` (reset after linear): as :func:`lstm` with ZRH gates and no cell state."""
+    return _run("gru", input, h0, None, weights, biases, hidden_weights, hidden_biases, direction, work_area,
+                hn_output, None)

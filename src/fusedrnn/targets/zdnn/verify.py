@@ -1,0 +1,61 @@
+"""Shared tensor checks of the operations and the ZDNN_ENABLE_PRECHECK rule for their statuses."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import DTypeError
+from .constants import DataFormat, DataType
+from .desc import _enum, getsize_ztensor
+from .status import PRECHECK_STATUSES, NNPAProgramException, Status, report, settings
+from .ztensor import ZTensor, buffer_ok
+
+
+class OpStatus(Exception):
+    """Internal: an operation check failed with ``status``."""
+
+    def __init__(self, status: Status):
+        self.status = status
+
+
+def op_result(status: Status, where: str, hw_f001: bool = False) -> Status:
+    """Return ``status`` from operation ``where``. Without precheck a * status raises NNPAProgramException, except
+    that ops whose NNPA function reports bad type/format combinations (``hw_f001``) return ZDNN_FUNC_RC_F001 for
+    INVALID_TYPE / INVALID_FORMAT (the hardware's response code; the mapping is inferred from the API reference)."""
+    if hw_f001 and not settings.precheck and status in (Status.ZDNN_INVALID_TYPE, Status.ZDNN_INVALID_FORMAT):
+        return report(Status.ZDNN_FUNC_RC_F001, where)
+    if status in PRECHECK_STATUSES and not settings.precheck:
+        report(status, where)
+        raise NNPAProgramException(status, where)
+    return report(status, where)
+
+
+def check_feature(zt: ZTensor, type_: int = DataType.ZDNN_DLFLOAT16, input_: bool = True) -> None:
+    """A 4DFEATURE ztensor of ``type_`` with a usable buffer (and transformed when an input)."""
+    tf = zt.transformed_desc
+    if tf is None or _enum(DataFormat, tf.format) != DataFormat.ZDNN_FORMAT_4DFEATURE:
+        raise OpStatus(Status.ZDNN_INVALID_FORMAT)
+    if int(tf.type) != int(type_):
+        raise OpStatus(Status.ZDNN_INVALID_TYPE)
+    if any(int(v) <= 0 for v in tf.dims):
+        raise OpStatus(Status.ZDNN_INVALID_SHAPE)
+    if not buffer_ok(zt, getsize_ztensor(tf)):
+        raise OpStatus(Status.ZDNN_INVALID_BUFFER)
+    if input_ and not zt.is_transformed:
+        raise OpStatus(Status.ZDNN_INVALID_STATE)
+
+
+def require(cond: bool, status: Status = Status.ZDNN_INVALID_SHAPE) -> None:
+    if not cond:
+        raise OpStatus(status)
+
+
+def require_ztensors(**tensors) -> None:
+    """Raise DTypeError naming the first argument that is not a ZTensor (C would get a bad pointer here)."""
+    for name, t in tensors.items():
+        if not isinstance(t, ZTensor):
+            raise DTypeError(f"{name}: expected a ZTensor, got {type(t).__name__}")
+
+
+def is_ninf_code(code) -> bool:
+    return bool((np.asarray(code, np.uint16) & 0x7FFF) == 0x7FFF)

@@ -9,4 +9,4 @@ def list() -> list[Target]:  # noqa: A001 - the public name in DESIGN.md
 
 
 __all__ = ["FLOAT_FEATURES", "Target", "get", "list", "names", "register"]
-from . import zdnn  # noqa: E402,F401 - registers the "zdnn" target
+from . import mli, zdnn  # noqa: E402,F401 - each SDK package registers its targets on import

@@ -1,0 +1,176 @@
+"""MLI enums, configuration structures and the two build flags (``ROUND_MODE``, ``FULL_ACCU``).
+
+MLI fixes rounding and accumulator behaviour when the library is compiled; here they are a context:
+``with build(round_mode="CONVERGENT", full_accu=True): ...`` (defaults: ``ROUND_MODE=UP``, and
+``FULL_ACCU=OFF`` as the cmake default, see spec mli.md §0.2). Kernels read the flags when called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass
+from enum import IntEnum
+
+from ...errors import AttributeValueError
+
+
+class ElType(IntEnum):
+    """``mli_element_type`` (MLI 2.0 values)."""
+
+    MLI_EL_FX_8 = 0x8
+    MLI_EL_FX_16 = 0x10
+    MLI_EL_SA_8 = 0x108
+    MLI_EL_SA_32 = 0x120
+    MLI_EL_FP_32 = 0x220
+
+
+class ReluType(IntEnum):
+    MLI_RELU_NONE = 0
+    MLI_RELU_GEN = 1
+    MLI_RELU_1 = 2
+    MLI_RELU_6 = 3
+
+
+class RnnDirection(IntEnum):
+    RNN_DIR_FORWARD = 0
+    RNN_DIR_BACKWARD = 1
+
+
+class RnnResults(IntEnum):
+    RNN_OUT_LAST = 0
+    RNN_OUT_ALL = 1
+
+
+class RnnAct(IntEnum):
+    RNN_ACT_NONE = 0
+    RNN_ACT_TANH = 1
+    RNN_ACT_SIGM = 2
+
+
+class RnnMode(IntEnum):
+    """MLI 1.x ``mli_rnn_mode``."""
+
+    RNN_ONE_TO_ONE = 0
+    RNN_BATCH_TO_BATCH = 1
+    RNN_BATCH_TO_LAST = 2
+
+
+MLI_RNN_MAX_INPUT = 4
+MLI_MAX_RANK = 4
+
+MLI_EL_FX_8 = ElType.MLI_EL_FX_8
+MLI_EL_FX_16 = ElType.MLI_EL_FX_16
+MLI_EL_SA_8 = ElType.MLI_EL_SA_8
+MLI_EL_SA_32 = ElType.MLI_EL_SA_32
+MLI_EL_FP_32 = ElType.MLI_EL_FP_32
+MLI_RELU_NONE = ReluType.MLI_RELU_NONE
+MLI_RELU_GEN = ReluType.MLI_RELU_GEN
+MLI_RELU_1 = ReluType.MLI_RELU_1
+MLI_RELU_6 = ReluType.MLI_RELU_6
+RNN_DIR_FORWARD = RnnDirection.RNN_DIR_FORWARD
+RNN_DIR_BACKWARD = RnnDirection.RNN_DIR_BACKWARD
+RNN_OUT_LAST = RnnResults.RNN_OUT_LAST
+RNN_OUT_ALL = RnnResults.RNN_OUT_ALL
+RNN_ACT_NONE = RnnAct.RNN_ACT_NONE
+RNN_ACT_TANH = RnnAct.RNN_ACT_TANH
+RNN_ACT_SIGM = RnnAct.RNN_ACT_SIGM
+RNN_ONE_TO_ONE = RnnMode.RNN_ONE_TO_ONE
+RNN_BATCH_TO_BATCH = RnnMode.RNN_BATCH_TO_BATCH
+RNN_BATCH_TO_LAST = RnnMode.RNN_BATCH_TO_LAST
+
+
+@dataclass
+class ReluCfg:
+    """``mli_relu_cfg``."""
+
+    type: ReluType = ReluType.MLI_RELU_NONE
+
+
+@dataclass
+class FullyConnectedCfg:
+    """``mli_fully_connected_cfg``."""
+
+    relu: ReluCfg = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.relu is None:
+            self.relu = ReluCfg()
+
+
+@dataclass
+class RnnDenseCfg:
+    """``mli_rnn_dense_cfg``: number of (input, weights) pairs, 1..MLI_RNN_MAX_INPUT."""
+
+    inputs_num: int = 1
+
+
+@dataclass
+class RnnCellCfg:
+    """``mli_rnn_cell_cfg`` (MLI 2.0): ``scratch_data`` is the intermediate buffer (an int array whose size is the
+    capacity in elements; None lets the kernel allocate it)."""
+
+    direction: RnnDirection = RnnDirection.RNN_DIR_FORWARD
+    results: RnnResults = RnnResults.RNN_OUT_LAST
+    act: RnnAct = RnnAct.RNN_ACT_TANH
+    scratch_data: object = None
+    scratch_capacity: int | None = None
+
+
+@dataclass
+class RnnCellCfgDepr:
+    """MLI 1.x ``mli_rnn_cell_cfg`` {mode, act, ir_tsr}."""
+
+    mode: RnnMode = RnnMode.RNN_ONE_TO_ONE
+    act: RnnAct = RnnAct.RNN_ACT_TANH
+    ir_tsr: object = None
+
+
+ROUND_MODES = ("UP", "CONVERGENT")
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """The MLI build flags: ``round_mode`` "UP" | "CONVERGENT", ``full_accu`` bool."""
+
+    round_mode: str = "UP"
+    full_accu: bool = False
+
+    @property
+    def mode(self) -> str:
+        """The :mod:`._arith` rounding-mode name."""
+        return "up" if self.round_mode == "UP" else "convergent"
+
+
+_DEFAULT = BuildConfig()
+_CURRENT: contextvars.ContextVar[BuildConfig] = contextvars.ContextVar("mli_build", default=_DEFAULT)
+
+
+def make_build(round_mode: str = "UP", full_accu: bool = False) -> BuildConfig:
+    if not isinstance(round_mode, str) or round_mode.upper() not in ROUND_MODES:
+        raise AttributeValueError(f"round_mode: expected one of {ROUND_MODES}, got {round_mode!r}")
+    if not isinstance(full_accu, bool):
+        raise AttributeValueError(f"full_accu: expected a bool (ON=True, OFF=False), got {full_accu!r}")
+    return BuildConfig(round_mode.upper(), full_accu)
+
+
+def current_build() -> BuildConfig:
+    """The build flags in effect."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def build(round_mode: str = "UP", full_accu: bool = False):
+    """Run kernels as if MLI were compiled with ``ROUND_MODE=round_mode`` and ``FULL_ACCU=ON/OFF``."""
+    token = _CURRENT.set(make_build(round_mode, full_accu))
+    try:
+        yield current_build()
+    finally:
+        _CURRENT.reset(token)
+
+
+def set_build(round_mode: str = "UP", full_accu: bool = False) -> BuildConfig:
+    """Set the build flags for the current context (returns the new flags)."""
+    b = make_build(round_mode, full_accu)
+    _CURRENT.set(b)
+    return b

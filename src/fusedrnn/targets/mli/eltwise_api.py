@@ -1,0 +1,128 @@
+"""Element-wise and activation kernels of MLI 2.0 as public functions: ``krn_eltwise_{add,sub,mul}_{fx16,sa8}``
+(the output keeps the quantization the caller set; a one-element operand is broadcast) and
+``krn_{tanh,sigm}_{fx16,sa8}`` (fx16 output frac 15; sa8 output parameters fixed by MLI and written into
+``out``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import eltwise as E
+from .checks import check_out, check_tensor, check_types, inner_stride_one, mli_kernel, require
+from .config import ElType, current_build
+from .luts import SA8_OUT, Lut, act_fx16, act_sa8
+from .status import Status
+
+S = Status
+
+
+def _check_elt(in1, in2, out, et):
+    check_out(out)
+    check_tensor(in1, "in1")
+    check_tensor(in2, "in2")
+    s1, s2 = in1.count() == 1, in2.count() == 1
+    require(in1.rank > 0 or in2.rank > 0, S.MLI_STATUS_NOT_SUPPORTED, "in1/in2: one operand must have rank > 0")
+    require(inner_stride_one(in1) and inner_stride_one(in2), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+            "in1/in2: innermost mem_stride must be 1")
+    require(out.el_type == in1.el_type, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+            f"out: element type {out.el_type.name} differs from in1's {in1.el_type.name}")
+    if not s1 and not s2:
+        require(in1.shape == in2.shape, S.MLI_STATUS_SHAPE_MISMATCH,
+                f"in1/in2: shapes {in1.shape} and {in2.shape} differ (and neither is a scalar)")
+    require(in1.dim < 0 and in2.dim < 0 and out.dim < 0, S.MLI_STATUS_NOT_SUPPORTED,
+            "in1/in2/out: per-tensor quantization expected")
+    big = in1 if in1.count() >= in2.count() else in2
+    require(big.count() * in1.element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
+            f"out: capacity {out.capacity} bytes < {big.count() * in1.element_size} needed")
+    check_types([(in1, et, "in1"), (in2, et, "in2")])
+    return big.shape
+
+
+def _elt(op, et, in1, in2, out):
+    mode = current_build().mode
+    shape = _check_elt(in1, in2, out, et)
+    a, b = in1.values().reshape(-1), in2.values().reshape(-1)
+    if et == ElType.MLI_EL_FX_16:
+        if op == "mul":
+            y = E.fx16_mul(a, in1.frac_bits, b, in2.frac_bits, out.frac_bits, mode)
+        else:
+            y = E.fx16_addsub(a, in1.frac_bits, b, in2.frac_bits, out.frac_bits, mode, op == "sub")
+    else:
+        if op == "mul":
+            y = E.sa8_mul(a, in1.params(0), b, in2.params(0), out.params(0), mode)
+        else:
+            y = E.sa8_addsub(a, in1.params(0), b, in2.params(0), out.params(0), mode, op == "sub")
+    out.write(np.broadcast_to(y, (int(np.prod(shape)),)), shape)
+
+
+def _act(kind, et, in_, lut, out):
+    mode = current_build().mode
+    check_out(out)
+    check_tensor(in_, "in")
+    require(isinstance(lut, Lut) and lut.data is not None, S.MLI_STATUS_ARGUMENT_ERROR,
+            f"lut: expected a filled Lut, got {lut!r}")
+    require(in_.count() * in_.element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
+            f"out: capacity {out.capacity} bytes < {in_.count() * in_.element_size} needed")
+    check_types([(in_, et, "in")])
+    v = in_.values()
+    if et == ElType.MLI_EL_FX_16:
+        y = act_fx16(v, in_.frac_bits, lut, mode)
+        out.frac_bits = 15
+    else:
+        require(in_.dim < 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS, "in: per-tensor quantization expected")
+        y = act_sa8(v, in_.params(0), lut, mode, kind)
+        s, z, f = SA8_OUT[kind]
+        out.scale, out.zero_point = np.array([s], np.int16), np.array([z], np.int16)
+        out.scale_frac_bits, out.dim = np.array([f], np.int8), -1
+    out.el_type = in_.el_type
+    out.write(y, in_.shape)
+
+
+@mli_kernel
+def krn_eltwise_add_fx16(in1, in2, out):
+    _elt("add", ElType.MLI_EL_FX_16, in1, in2, out)
+
+
+@mli_kernel
+def krn_eltwise_sub_fx16(in1, in2, out):
+    _elt("sub", ElType.MLI_EL_FX_16, in1, in2, out)
+
+
+@mli_kernel
+def krn_eltwise_mul_fx16(in1, in2, out):
+    _elt("mul", ElType.MLI_EL_FX_16, in1, in2, out)
+
+
+@mli_kernel
+def krn_eltwise_add_sa8(in1, in2, out):
+    _elt("add", ElType.MLI_EL_SA_8, in1, in2, out)
+
+
+@mli_kernel
+def krn_eltwise_sub_sa8(in1, in2, out):
+    _elt("sub", ElType.MLI_EL_SA_8, in1, in2, out)
+
+
+@mli_kernel
+def krn_eltwise_mul_sa8(in1, in2, out):
+    _elt("mul", ElType.MLI_EL_SA_8, in1, in2, out)
+
+
+@mli_kernel
+def krn_tanh_fx16(in_, lut, out):
+    _act("tanh", ElType.MLI_EL_FX_16, in_, lut, out)
+
+
+@mli_kernel
+def krn_sigm_fx16(in_, lut, out):
+    _act("sigm", ElType.MLI_EL_FX_16, in_, lut, out)
+
+
+@mli_kernel
+def krn_tanh_sa8(in_, lut, out):
+    _act("tanh", ElType.MLI_EL_SA_8, in_, lut, out)
+
+
+@mli_kernel
+def krn_sigm_sa8(in_, lut, out):
+    _act("sigm", ElType.MLI_EL_SA_8, in_, lut, out)

@@ -1,0 +1,132 @@
+"""``mli_krn_fully_connected_*`` (MLI 2.0, spec mli.md §3.1): y[o] = Σ_j x_j·W[j, o] + b[o], weights [N, M],
+bias added last, ReLU clamp after the result cast."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _arith as A
+from . import dense as D
+from .checks import (
+    check_bias_frac,
+    check_bias_scale,
+    check_out,
+    check_tensor,
+    check_types,
+    check_zero_points,
+    contiguous,
+    inner_stride_one,
+    mli_kernel,
+    require,
+)
+from .config import ElType, FullyConnectedCfg, ReluType, current_build
+from .status import Status
+from .tensors import Tensor
+
+FX8, FX16, SA8, SA32 = ElType.MLI_EL_FX_8, ElType.MLI_EL_FX_16, ElType.MLI_EL_SA_8, ElType.MLI_EL_SA_32
+TYPES = {"fx16": (FX16, FX16, FX16), "fx16_fx8_fx8": (FX16, FX8, FX8), "fx8": (FX8, FX8, FX8),
+         "sa8": (SA8, SA8, SA32)}
+WMAX = {FX8: 128, FX16: 32768, SA8: 128}
+
+
+def _check(flavor: str, in_: Tensor, weights: Tensor, bias: Tensor, cfg, out: Tensor, mode: str) -> None:
+    S = Status
+    if flavor != "sa8":  # the fx checks test the element types first
+        for t, name in ((in_, "in"), (weights, "weights"), (bias, "bias")):
+            check_tensor(t, name)
+        check_types(zip((in_, weights, bias), TYPES[flavor], ("in", "weights", "bias"), strict=True))
+        check_bias_frac(in_, weights, bias)
+    check_out(out)
+    for t, name in ((in_, "in"), (weights, "weights"), (bias, "bias")):
+        check_tensor(t, name)
+    require(cfg is None or isinstance(cfg, FullyConnectedCfg), S.MLI_STATUS_BAD_FUNC_CFG,
+            f"cfg: expected a FullyConnectedCfg, got {type(cfg).__name__}")
+    require(cfg is None or int(cfg.relu.type) in tuple(ReluType), S.MLI_STATUS_BAD_FUNC_CFG,
+            f"cfg.relu.type: expected a ReluType, got {cfg.relu.type if cfg else None!r}")
+    require(weights.rank == 2, S.MLI_STATUS_SHAPE_MISMATCH, f"weights: expected rank 2 [N, M], got {weights.rank}")
+    require(bias.rank == 1, S.MLI_STATUS_SHAPE_MISMATCH, f"bias: expected rank 1 [M], got {bias.rank}")
+    require(in_.count() == weights.shape[0], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights: shape[0] {weights.shape[0]} must equal the {in_.count()} input elements")
+    require(bias.shape[0] == weights.shape[1], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"bias: length {bias.shape[0]} must equal weights.shape[1] {weights.shape[1]}")
+    require(contiguous(in_) and inner_stride_one(weights) and contiguous(bias), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+            "in and bias must be contiguous and weights' innermost mem_stride 1")
+    require(weights.shape[1] * in_.element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
+            f"out: capacity {out.capacity} bytes < {weights.shape[1] * in_.element_size} needed")
+    if flavor == "sa8":
+        check_types(zip((in_, weights, bias), TYPES[flavor], ("in", "weights", "bias"), strict=True))
+        check_zero_points(in_, "in", zero=False)
+        check_zero_points(out, "out", zero=False)
+        check_zero_points(weights, "weights", zero=True)
+        check_zero_points(bias, "bias", zero=True)
+        if weights.dim < 0:
+            require(bias.dim < 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS, "bias: per-tensor quantization expected")
+        else:
+            require(weights.dim == 1 and bias.dim == 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+                    "weights/bias: per-axis quantization must be along the output channels (dims 1 / 0)")
+        require(in_.dim < 0 and out.dim < 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+                "in/out: per-tensor quantization expected")
+        require(out.el_type == SA8, S.MLI_STATUS_TYPE_MISMATCH, f"out: expected MLI_EL_SA_8, got {out.el_type.name}")
+        check_bias_scale(in_, weights, bias, mode)
+    else:
+        require(out.el_type == TYPES[flavor][0], S.MLI_STATUS_TYPE_MISMATCH,
+                f"out: expected {TYPES[flavor][0].name}, got {out.el_type.name}")
+
+
+def _fc(flavor: str, ext_bias: bool, in_, weights, bias, cfg, out) -> None:
+    bld = current_build()
+    mode = bld.mode
+    _check(flavor, in_, weights, bias, cfg, out, mode)
+    x = in_.values().reshape(-1)
+    W = weights.values()
+    b = bias.values()
+    relu = int(cfg.relu.type) if cfg is not None else 0
+    if flavor == "sa8":
+        pin = in_.params(0)
+        pout = out.params(0)
+        pair = D.sa8_pair(pin, weights.scale.astype(np.int64), weights.scale_frac_bits.astype(np.int64), pout,
+                          bld.full_accu, mode)
+        if ext_bias:
+            pair.zp_in = 0
+        lo, hi = D.relu_limits(relu, 8, pout[1], pout[0], pout[2])
+        zp_out = pout[1]
+    else:
+        pair = D.fx_pair(flavor, in_.frac_bits, weights.frac_bits, out.frac_bits, bias.frac_bits)
+        lo, hi = D.relu_limits(relu, D.IO_BITS[flavor], 0, 1, out.frac_bits)
+        zp_out = 0
+    mat = A.int_matrix(W, WMAX[in_.el_type])
+    acc = D.wrap_acc(D.dot(x, mat, pair), flavor)
+    acc = D.fc_bias_add(acc, b, pair, flavor, bld.full_accu, mode)
+    y = np.clip(D.fc_result(acc, pair, flavor, bld.full_accu, mode, zp_out), lo, hi)
+    out.el_type = in_.el_type
+    out.write(y, [weights.shape[1]])
+
+
+@mli_kernel
+def krn_fully_connected_fx16(in_, weights, bias, cfg, out):
+    """fx16 in/weights/bias/out, 64-bit accumulator. Returns an mli status."""
+    _fc("fx16", False, in_, weights, bias, cfg, out)
+
+
+@mli_kernel
+def krn_fully_connected_fx16_fx8_fx8(in_, weights, bias, cfg, out):
+    """fx16 in/out, fx8 weights and bias, int32 accumulator."""
+    _fc("fx16_fx8_fx8", False, in_, weights, bias, cfg, out)
+
+
+@mli_kernel
+def krn_fully_connected_fx8(in_, weights, bias, cfg, out):
+    """fx8 everything (deprecated in 2.0 but implemented), int32 accumulator."""
+    _fc("fx8", False, in_, weights, bias, cfg, out)
+
+
+@mli_kernel
+def krn_fully_connected_sa8_sa8_sa32(in_, weights, bias, cfg, out):
+    """sa8 in/out/weights, sa32 bias; per-tensor or per-output-channel weights."""
+    _fc("sa8", False, in_, weights, bias, cfg, out)
+
+
+@mli_kernel
+def krn_fully_connected_sa8_sa8_sa32_ext_bias(in_, weights, bias, cfg, out):
+    """As ``sa8_sa8_sa32`` but the bias already holds -zp_in·Σ_j W[j, o] (the input zero point is not applied)."""
+    _fc("sa8", True, in_, weights, bias, cfg, out)

@@ -1,0 +1,256 @@
+"""MLI 1.x recurrent and dense kernels (spec mli.md §5): ``krn_fully_connected_{fx8,fx16,fx8w16d}``,
+``krn_lstm_cell_{fx8,fx16,fx8w16d}`` and ``krn_basic_rnn_cell_{fx8,fx16,fx8w16d}``.
+
+MLI 1.x has no host build and no kernel-level test vectors; it runs on ARC DSPs through FXAPI, always with
+convergent rounding (``-Xdsp_ctrl=postshift,guard,convergent``), so these kernels ignore the 2.0 build flags.
+
+Verified from the 1.x sources (structure, certain): weights [M, N] (FC) / [4, M, N+M] gates (i, g, f, o) (LSTM) /
+[M, N+M] or stacked [L, M, N+M] (basic RNN); one accumulator for input and state with an intermediate shift by
+f_in - f_prev (computed once from ``prev_out``); IR frac 12 (16-bit data) or 4 (fx8); the fused cell update; the
+kernel writes ``out``'s frac bits (15 or 7 with an activation); the 1.x LUTs (sigm 180 entries Q.3, tanh 178 Q.4).
+
+Inferred (FXAPI semantics are not public; spec §5.6): the fractional 40-bit MAC holds 2·x·w and the fx16 bias is
+2·b shifted left; the fx16 intermediate shift is a floor (no rounding) and the others round; the final casts
+round half to even then saturate; fx8 / fx8w16d accumulate in int32 with wrap-around (the fx16 40-bit
+accumulator is modelled without overflow); statuses reuse the 2.0 codes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _arith as A
+from .checks import check_out, check_tensor, check_types, fail, mli_kernel, require
+from .config import ElType, RnnAct, RnnCellCfgDepr, RnnMode
+from .luts import act_fx8, act_fx16, make_lut
+from .status import Status
+
+S = Status
+FX8, FX16 = ElType.MLI_EL_FX_8, ElType.MLI_EL_FX_16
+MODE = "convergent"
+FLAVORS = {"fx16": (FX16, FX16, 16), "fx8": (FX8, FX8, 8), "fx8w16d": (FX16, FX8, 16)}  # data, weights, bits
+LUTS1 = {"sigm": make_lut("sigm", "1.x"), "tanh": make_lut("tanh", "1.x")}
+
+
+def prep(W):
+    """Weights [O, K] prepared once as the right operand of x [..., K] @ W.T (exact integer GEMM)."""
+    return A.int_matrix(np.ascontiguousarray(A.i64(W).T), 32768)
+
+
+def _mm(x, W):
+    """Exact Σ_j x[..., j]·W[o, j] -> [..., O]; W raw [O, K] or prepared by :func:`prep`."""
+    return (prep(W) if isinstance(W, np.ndarray) else W).matmul(A.i64(x))
+
+
+def dense1x(x, h, Wx, Wh, b, f_in, f_prev, f_w, f_b, f_out, flavor):
+    """``rnn_dense_op_fx`` (§5.2): bias, input MACs, shift by f_in - f_prev, state MACs, rounded cast.
+    x [..., N], h [..., M] or None, Wx [O, N], Wh [O, M], b [O] -> [..., O] (int, saturated to the data bits)."""
+    bits = FLAVORS[flavor][2]
+    bs, d, osh = f_in + f_w - f_b, f_in - f_prev, f_prev + f_w - f_out
+    sx = _mm(x, Wx)
+    sh = 0 if h is None else _mm(h, Wh)
+    b = A.i64(b)
+    if flavor == "fx16":  # fractional 40-bit MACs: 2·x·w; bias 2·b << bs; floor shift; cast rounds at out_shift+1
+        acc = A.asl(2 * b, bs, 64) + 2 * sx
+        acc = acc >> d if d >= 0 else acc << -d
+        acc = acc + 2 * sh
+        return A.sat(A.rnd(acc, osh + 1, 64, MODE), 16)
+    acc = A.wrap(A.rnd(b, -bs, 32, MODE) + sx, 32)
+    acc = A.wrap(A.rnd(acc, d, 32, MODE) + sh, 32)
+    return A.sat(A.rnd(acc, osh, 32, MODE), bits)
+
+
+def _act(kind, v, frac, bits):
+    return act_fx16(v, frac, LUTS1[kind], MODE) if bits == 16 else act_fx8(v, frac, LUTS1[kind], MODE)
+
+
+def lstm1x_sequence(x, h0, c0, Wx, Wh, b, *, f_in, f_prev, f_w, f_b, f_cell, f_out, act, flavor, valid=None):
+    """MLI 1.x LSTM over x [T, B, N] from h0/c0 [B, M]; Wx [4, M, N], Wh [4, M, M], b [4, M] (gates i, g, f, o).
+    ``f_out`` is the output frac (15 / 7 with an activation, else prev_out's). Returns (Y [T, B, M], h, c)."""
+    bits = FLAVORS[flavor][2]
+    G, M, N = Wx.shape
+    f_ir = bits - 1 - 3
+    one = bits - 1
+    h, c = A.i64(h0), A.i64(c0)
+    T, B, _ = x.shape
+    Y = np.zeros((T, B, M), np.int64)
+    Wx2, Wh2, b2 = prep(A.i64(Wx).reshape(G * M, N)), prep(A.i64(Wh).reshape(G * M, M)), A.i64(b).reshape(-1)
+    for t in range(T):
+        ir = dense1x(x[t], h, Wx2, Wh2, b2, f_in, f_prev, f_w, f_b, f_ir, flavor).reshape(B, G, M)
+        i, f, o = (_act("sigm", ir[:, k], f_ir, bits) for k in (0, 2, 3))
+        g = _act("tanh", ir[:, 1], f_ir, bits)
+        v = A.rnd(i * g, one - f_cell, 32, MODE) + f * c
+        cn = A.sat(A.rnd(v, one, 32, MODE), bits)
+        if act == "none":
+            hn = A.sat(A.rnd(cn * o, f_cell + one - f_out, 32, MODE), bits)
+        else:
+            hn = A.sat(A.rnd(_act(act, cn, f_cell, bits) * o, one, 32, MODE), bits)
+        if valid is not None:
+            hn, cn = np.where(valid[t][:, None], hn, h), np.where(valid[t][:, None], cn, c)
+        h, c = hn, cn
+        Y[t] = h
+    return Y, h, c
+
+
+def rnn1x_sequence(x, h0, Wx, Wh, b, *, f_in, f_prev, f_w, f_b, f_out, act, flavor, valid=None):
+    """MLI 1.x basic RNN over x [T, B, N]: dense into IR (frac 12 / 4) then tanh/sigm (out frac 15 / 7), or with
+    act "none" dense straight to ``f_out``. Wx [M, N], Wh [M, M]."""
+    bits = FLAVORS[flavor][2]
+    f_ir = bits - 1 - 3
+    h = A.i64(h0)
+    T, B, _ = x.shape
+    Y = np.zeros((T, B, Wx.shape[0]), np.int64)
+    Wx, Wh = prep(Wx), prep(Wh)
+    for t in range(T):
+        if act == "none":
+            hn = dense1x(x[t], h, Wx, Wh, b, f_in, f_prev, f_w, f_b, f_out, flavor)
+        else:
+            hn = _act(act, dense1x(x[t], h, Wx, Wh, b, f_in, f_prev, f_w, f_b, f_ir, flavor), f_ir, bits)
+        if valid is not None:
+            hn = np.where(valid[t][:, None], hn, h)
+        h = hn
+        Y[t] = h
+    return Y, h
+
+
+# ---- API ---------------------------------------------------------------------------------------------------
+_ACT = {RnnAct.RNN_ACT_NONE: "none", RnnAct.RNN_ACT_TANH: "tanh", RnnAct.RNN_ACT_SIGM: "sigm"}
+
+
+def _fc1(flavor, in_, weights, bias, out):
+    ti, tw, bits = FLAVORS[flavor]
+    check_out(out)
+    for t, n in ((in_, "in"), (weights, "weights"), (bias, "bias")):
+        check_tensor(t, n)
+    check_types([(in_, ti, "in"), (weights, tw, "weights"), (bias, tw, "bias")])
+    require(weights.rank == 2 and bias.rank == 1 and bias.shape[0] == weights.shape[0]
+            and weights.shape[1] == in_.count(), S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights/bias: expected [M, {in_.count()}] and [M], got {weights.shape} and {bias.shape}")
+    require(bias.frac_bits <= in_.frac_bits + weights.frac_bits, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+            "bias: frac_bits exceed in + weights frac bits")
+    M = weights.shape[0]
+    require(M * in_.element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM, f"out: capacity {out.capacity} < "
+            f"{M * in_.element_size} bytes")
+    y = dense1x(in_.values().reshape(-1), None, weights.values(), None, bias.values(), in_.frac_bits,
+                in_.frac_bits, weights.frac_bits, bias.frac_bits, out.frac_bits, flavor)
+    out.el_type = ti
+    out.write(y, [M])
+
+
+def _cell_common(flavor, G, in_, prev_out, weights, bias, cfg, out, stacked_ok=False):
+    ti, tw, bits = FLAVORS[flavor]
+    check_out(out)
+    for t, n in ((in_, "in"), (prev_out, "prev_out"), (weights, "weights"), (bias, "bias")):
+        check_tensor(t, n)
+    require(isinstance(cfg, RnnCellCfgDepr), S.MLI_STATUS_BAD_FUNC_CFG, f"cfg: expected RnnCellCfgDepr, got {cfg!r}")
+    try:
+        mode, act = RnnMode(cfg.mode), RnnAct(cfg.act)
+    except ValueError:
+        fail(S.MLI_STATUS_BAD_FUNC_CFG, f"cfg: bad mode {cfg.mode!r} or act {cfg.act!r}")
+    check_types([(in_, ti, "in"), (prev_out, ti, "prev_out"), (weights, tw, "weights"), (bias, tw, "bias")])
+    require(prev_out.rank == 1, S.MLI_STATUS_SHAPE_MISMATCH, f"prev_out: expected rank 1 [M], got {prev_out.shape}")
+    M = prev_out.shape[0]
+    if mode == RnnMode.RNN_ONE_TO_ONE:
+        T, N = 1, in_.count()
+    else:
+        T, N = in_.shape[0], in_.count(1)
+    L = 1
+    if G == 1 and stacked_ok and mode == RnnMode.RNN_ONE_TO_ONE and weights.rank == 3:
+        L = weights.shape[0]
+        wshape, bshape = [L, M, N + M], [L, M]
+    else:
+        wshape, bshape = ([G, M, N + M], [G, M]) if G > 1 else ([M, N + M], [M])
+    require(weights.shape == wshape and bias.shape == bshape, S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights/bias: expected {wshape} and {bshape}, got {weights.shape} and {bias.shape}")
+    require(bias.frac_bits <= in_.frac_bits + weights.frac_bits, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+            "bias: frac_bits exceed in + weights frac bits")
+    n_out = (T if mode == RnnMode.RNN_BATCH_TO_BATCH else 1) * M * L
+    require(n_out * in_.element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
+            f"out: capacity {out.capacity} < {n_out * in_.element_size} bytes")
+    if act == RnnAct.RNN_ACT_NONE:
+        require(out.frac_bits == prev_out.frac_bits, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+                "out: with RNN_ACT_NONE out frac_bits must equal prev_out's")
+    return mode, _ACT[act], T, N, M, L, bits
+
+
+def _ir_capacity(cfg, need_elems, elem_size):
+    ir = cfg.ir_tsr
+    if ir is None:
+        return
+    require(ir.data is not None and need_elems * elem_size <= ir.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
+            f"cfg.ir_tsr: capacity {getattr(ir, 'capacity', None)} < {need_elems * elem_size} bytes")
+
+
+def _write_seq(out, Y, h, mode, frac):
+    T, _, M = Y.shape
+    out.frac_bits = frac
+    if mode == RnnMode.RNN_BATCH_TO_BATCH:
+        out.write(Y[:, 0], [T, M])
+    else:
+        out.write(h[0], [M])
+
+
+def _lstm1(flavor, in_, prev_out, weights, bias, cfg, cell, out):
+    mode, act, T, N, M, _, bits = _cell_common(flavor, 4, in_, prev_out, weights, bias, cfg, out)
+    require(cell is not None, S.MLI_STATUS_BAD_TENSOR, "cell: expected a tensor, got None")
+    check_tensor(cell, "cell")
+    require(cell.shape == [M], S.MLI_STATUS_SHAPE_MISMATCH, f"cell: expected [{M}], got {cell.shape}")
+    check_types([(cell, FLAVORS[flavor][0], "cell")])
+    _ir_capacity(cfg, 4 * M, in_.element_size)
+    W = weights.values()
+    f_out = (bits - 1) if act != "none" else prev_out.frac_bits
+    Y, h, c = lstm1x_sequence(in_.values().reshape(T, 1, N), prev_out.values()[None], cell.values()[None],
+                              W[..., :N], W[..., N:], bias.values(), f_in=in_.frac_bits, f_prev=prev_out.frac_bits,
+                              f_w=weights.frac_bits, f_b=bias.frac_bits, f_cell=cell.frac_bits, f_out=f_out,
+                              act=act, flavor=flavor)
+    cell.write(c[0])
+    out.el_type = FLAVORS[flavor][0]
+    _write_seq(out, Y, h, mode, f_out)
+
+
+def _rnn1(flavor, in_, prev_out, weights, bias, cfg, out):
+    mode, act, T, N, M, L, bits = _cell_common(flavor, 1, in_, prev_out, weights, bias, cfg, out, stacked_ok=True)
+    if mode == RnnMode.RNN_BATCH_TO_LAST:
+        _ir_capacity(cfg, M, in_.element_size)
+    W = weights.values().reshape(L * M, N + M)
+    f_out = (bits - 1) if act != "none" else out.frac_bits
+    kw = dict(f_in=in_.frac_bits, f_prev=prev_out.frac_bits, f_w=weights.frac_bits, f_b=bias.frac_bits,
+              f_out=f_out, act=act, flavor=flavor)
+    out.el_type = FLAVORS[flavor][0]
+    if L > 1:  # one-to-one with stacked weights: every block sees (x, prev_out); output [L, M]
+        h0 = np.tile(prev_out.values(), L)[None]
+        Wh = np.zeros((L * M, L * M), np.int64)  # block-diagonal: block l reads prev_out with its own weights
+        for k in range(L):
+            Wh[k * M:(k + 1) * M, k * M:(k + 1) * M] = W[k * M:(k + 1) * M, N:]
+        Y, h = rnn1x_sequence(in_.values().reshape(1, 1, N), h0, W[:, :N], Wh, bias.values().reshape(-1), **kw)
+        out.frac_bits = f_out
+        out.write(h[0], [L, M])
+        return
+    Y, h = rnn1x_sequence(in_.values().reshape(T, 1, N), prev_out.values()[None], W[:, :N], W[:, N:],
+                          bias.values().reshape(-1), **kw)
+    _write_seq(out, Y, h, mode, f_out)
+
+
+def _make(fn, flavor, doc):
+    @mli_kernel
+    def k(*args):
+        fn(flavor, *args)
+
+    k.__doc__ = doc
+    return k
+
+
+_DOC_FC = "MLI 1.x fully connected, weights [M, N]; writes out shape [M] and el_type; returns a status."
+_DOC_LSTM = ("MLI 1.x LSTM cell (in, prev_out, weights [4, M, N+M] gates i, g, f, o, bias [4, M], cfg, cell, out); "
+             "returns a status.")
+_DOC_RNN = ("MLI 1.x basic RNN cell (in, prev_out, weights [M, N+M] or stacked [L, M, N+M] in one-to-one mode, "
+            "bias, cfg, out); returns a status.")
+krn_fully_connected_fx8 = _make(_fc1, "fx8", _DOC_FC)
+krn_fully_connected_fx16 = _make(_fc1, "fx16", _DOC_FC)
+krn_fully_connected_fx8w16d = _make(_fc1, "fx8w16d", _DOC_FC)
+krn_lstm_cell_fx8 = _make(_lstm1, "fx8", _DOC_LSTM)
+krn_lstm_cell_fx16 = _make(_lstm1, "fx16", _DOC_LSTM)
+krn_lstm_cell_fx8w16d = _make(_lstm1, "fx8w16d", _DOC_LSTM)
+krn_basic_rnn_cell_fx8 = _make(_rnn1, "fx8", _DOC_RNN)
+krn_basic_rnn_cell_fx16 = _make(_rnn1, "fx16", _DOC_RNN)
+krn_basic_rnn_cell_fx8w16d = _make(_rnn1, "fx8w16d", _DOC_RNN)

@@ -1,0 +1,193 @@
+"""``mli_krn_lstm_cell_*`` and ``mli_krn_gru_cell_*`` (MLI 2.0): checks (statuses) and tensor plumbing around
+:mod:`.cells`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cells import CellQuant, gru_sequence, lstm_sequence
+from .checks import (
+    check_bias_frac,
+    check_bias_scale,
+    check_out,
+    check_tensor,
+    check_types,
+    check_zero_points,
+    fail,
+    inner_stride_one,
+    mli_kernel,
+    require,
+)
+from .config import RnnAct, RnnCellCfg, RnnDirection, RnnResults, current_build
+from .fully_connected import TYPES
+from .luts import TABLES, Lut
+from .status import Status
+
+S = Status
+_ACT = {RnnAct.RNN_ACT_NONE: "none", RnnAct.RNN_ACT_TANH: "tanh", RnnAct.RNN_ACT_SIGM: "sigm"}
+
+
+def _check_lut(lut, kind: str) -> None:
+    if not isinstance(lut, Lut) or lut.data is None:
+        fail(S.MLI_STATUS_ARGUMENT_ERROR, f"{kind}_lut: expected a Lut filled by krn_{kind}_create_lut, got {lut!r}")
+    require(lut.length >= TABLES[("2.0", kind)][0], S.MLI_STATUS_NOT_ENGH_MEM,
+            f"{kind}_lut: table of {lut.length} entries is shorter than the {TABLES[('2.0', kind)][0]} MLI needs")
+
+
+def _enum(v, enum, name):
+    try:
+        return enum(v)
+    except ValueError:
+        fail(S.MLI_STATUS_BAD_FUNC_CFG, f"cfg.{name}: expected one of {[e.name for e in enum]}, got {v!r}")
+
+
+def _check_cell(flavor, G, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out, mode):
+    check_out(out)
+    _check_lut(tanh_lut, "tanh")
+    _check_lut(sigm_lut, "sigm")
+    require(isinstance(cfg, RnnCellCfg), S.MLI_STATUS_BAD_FUNC_CFG, f"cfg: expected an RnnCellCfg, got {cfg!r}")
+    direction = _enum(cfg.direction, RnnDirection, "direction")
+    results = _enum(cfg.results, RnnResults, "results")
+    act = _enum(cfg.act, RnnAct, "act")
+    check_tensor(in_, "in")
+    check_tensor(prev_out, "prev_out")
+    require(in_.rank == 2, S.MLI_STATUS_SHAPE_MISMATCH, f"in: expected rank 2 [T, N], got {in_.rank}")
+    require(prev_out.rank == 1, S.MLI_STATUS_SHAPE_MISMATCH, f"prev_out: expected rank 1 [M], got {prev_out.rank}")
+    require(inner_stride_one(in_) and inner_stride_one(prev_out), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+            "in/prev_out: innermost mem_stride must be 1")
+    T, N, M = in_.shape[0], in_.count(1), prev_out.count()
+    check_tensor(weights_in, "weights_in")
+    check_tensor(weights_out, "weights_out")
+    require(weights_in.rank == 3 and weights_in.shape == [G, N, M], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights_in: expected shape [{G}, {N}, {M}], got {weights_in.shape}")
+    require(weights_out.rank == 3 and weights_out.shape == [G, M, M], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights_out: expected shape [{G}, {M}, {M}], got {weights_out.shape}")
+    require(inner_stride_one(weights_in) and inner_stride_one(weights_out), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+            "weights: innermost mem_stride must be 1")
+    check_tensor(bias, "bias")
+    require(bias.rank == 2 and bias.shape == [G, M], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"bias: expected shape [{G}, {M}], got {bias.shape}")
+    if cell is not None:
+        check_tensor(cell, "cell")
+        require(cell.rank == 1 and cell.shape[0] == M, S.MLI_STATUS_SHAPE_MISMATCH,
+                f"cell: expected shape [{M}], got {cell.shape}")
+    seq = T if results == RnnResults.RNN_OUT_ALL else 1
+    require(seq * M * in_.element_size <= out.capacity, S.MLI_STATUS_BAD_TENSOR,
+            f"out: capacity {out.capacity} bytes < {seq * M * in_.element_size} needed")
+    if cfg.scratch_capacity is not None:
+        require(G * M * in_.element_size <= cfg.scratch_capacity, S.MLI_STATUS_BAD_FUNC_CFG,
+                f"cfg.scratch_capacity: {cfg.scratch_capacity} bytes < {G * M * in_.element_size} needed")
+    require(inner_stride_one(bias) and (cell is None or inner_stride_one(cell)), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+            "bias/cell: innermost mem_stride must be 1")
+    ti, tw, tb = TYPES[flavor]
+    pairs = [(in_, ti, "in"), (prev_out, ti, "prev_out"), (weights_in, tw, "weights_in"),
+             (weights_out, tw, "weights_out"), (bias, tb, "bias"), (out, ti, "out")]
+    if cell is not None:
+        pairs.append((cell, ti, "cell"))
+    check_types(pairs)
+    if flavor == "sa8":
+        data = [(in_, "in"), (prev_out, "prev_out"), (out, "out")] + ([(cell, "cell")] if cell is not None else [])
+        for t, name in data:
+            require(t.dim < 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS, f"{name}: per-tensor quantization expected")
+            check_zero_points(t, name, zero=False)
+        dims = {weights_in.dim, weights_out.dim, bias.dim}
+        require(dims in ({-1}, {0}) or (max(dims) < 0), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+                "weights_in/weights_out/bias: all per-tensor or all per-axis along dim 0 (one scale per gate), "
+                f"got dims {weights_in.dim}, {weights_out.dim}, {bias.dim}")
+        for t, name in ((weights_in, "weights_in"), (weights_out, "weights_out"), (bias, "bias")):
+            check_zero_points(t, name, zero=True)
+        check_bias_scale(in_, weights_in, bias, mode)
+    else:
+        check_bias_frac(in_, weights_in, bias)
+    return direction, results, act
+
+
+def _quant(flavor, in_, prev_out, weights_in, weights_out, bias, out, cell) -> CellQuant:
+    if flavor == "sa8":
+        def w(t):
+            return t.scale.astype(np.int64), t.scale_frac_bits.astype(np.int64)
+        return CellQuant(flavor, in_.params(0), prev_out.params(0), out.params(0), w(weights_in), w(weights_out),
+                         cell=None if cell is None else cell.params(0))
+    return CellQuant(flavor, in_.frac_bits, prev_out.frac_bits, out.frac_bits, weights_in.frac_bits,
+                     weights_out.frac_bits, bias.frac_bits, None if cell is None else cell.frac_bits)
+
+
+def _write_out(out, Y, h, results, el_type):
+    T, _, M = Y.shape
+    out.el_type = el_type
+    if results == RnnResults.RNN_OUT_ALL:
+        out.write(Y[:, 0], [T, M])
+    else:
+        out.write(h, [1, M])
+
+
+def _lstm(flavor, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
+    bld = current_build()
+    require(cell is not None, S.MLI_STATUS_ARGUMENT_ERROR, "cell: expected a tensor, got None")
+    direction, results, act = _check_cell(flavor, 4, in_, prev_out, weights_in, weights_out, bias, tanh_lut,
+                                          sigm_lut, cfg, cell, out, bld.mode)
+    q = _quant(flavor, in_, prev_out, weights_in, weights_out, bias, out, cell)
+    x = in_.values()[:, None, :]
+    Y, h, c = lstm_sequence(x, prev_out.values()[None], cell.values()[None], weights_in.values(),
+                            weights_out.values(), bias.values(), q, act=_ACT[act],
+                            reverse=direction == RnnDirection.RNN_DIR_BACKWARD,
+                            luts={"tanh": tanh_lut, "sigm": sigm_lut}, full_accu=bld.full_accu, mode=bld.mode)
+    cell.write(c[0])
+    _write_out(out, Y, h, results, in_.el_type)
+
+
+def _gru(flavor, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, faithful=True):
+    bld = current_build()
+    direction, results, act = _check_cell(flavor, 3, in_, prev_out, weights_in, weights_out, bias, tanh_lut,
+                                          sigm_lut, cfg, None, out, bld.mode)
+    q = _quant(flavor, in_, prev_out, weights_in, weights_out, bias, out, None)
+    Y, h = gru_sequence(in_.values()[:, None, :], prev_out.values()[None], weights_in.values(),
+                        weights_out.values(), bias.values(), q, reverse=direction == RnnDirection.RNN_DIR_BACKWARD,
+                        luts={"tanh": tanh_lut, "sigm": sigm_lut}, full_accu=bld.full_accu, mode=bld.mode,
+                        faithful=faithful)
+    _write_out(out, Y, h, results, in_.el_type)
+
+
+_DOC_LSTM = """LSTM cell, gates (i, g, f, o): in [T, N], prev_out [M], weights_in [4, N, M], weights_out [4, M, M],
+    bias [4, M], cell [M] (updated in place), out [T, M] (RNN_OUT_ALL, processing order) or [1, M]; returns a
+    status. cfg.act is the output activation (TANH, SIGM or NONE)."""
+_DOC_GRU = """GRU cell, gates (z, r, n), reset before the recurrent matmul: weights_in [3, N, M], weights_out
+    [3, M, M], bias [3, M]; returns a status. ``faithful=False`` corrects MLI's per-tensor sa8 new-gate weight
+    scale (see :func:`fusedrnn.targets.mli.cells.gru_tweak_faithful`); the default reproduces MLI."""
+
+
+@mli_kernel
+def krn_lstm_cell_fx16(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
+    _lstm("fx16", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out)
+
+
+@mli_kernel
+def krn_lstm_cell_fx16_fx8_fx8(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
+    _lstm("fx16_fx8_fx8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out)
+
+
+@mli_kernel
+def krn_lstm_cell_sa8_sa8_sa32(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
+    _lstm("sa8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out)
+
+
+@mli_kernel
+def krn_gru_cell_fx16(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out):
+    _gru("fx16", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out)
+
+
+@mli_kernel
+def krn_gru_cell_fx16_fx8_fx8(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out):
+    _gru("fx16_fx8_fx8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out)
+
+
+@mli_kernel
+def krn_gru_cell_sa8_sa8_sa32(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, *,
+                              faithful: bool = True):
+    _gru("sa8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, faithful)
+
+
+for _f in (krn_lstm_cell_fx16, krn_lstm_cell_fx16_fx8_fx8, krn_lstm_cell_sa8_sa8_sa32):
+    _f.__doc__ = _DOC_LSTM
+for _f in (krn_gru_cell_fx16, krn_gru_cell_fx16_fx8_fx8, krn_gru_cell_sa8_sa8_sa32):
+    _f.__doc__ = _DOC_GRU

@@ -1,0 +1,106 @@
+"""``mli_krn_rnn_dense_*`` (MLI 2.0, spec mli.md §2.6 / §3.2): y = b + Σ_i x_i·W_i with up to 4 (input, weights)
+pairs; each pair is requantized to the output separately and the partial results are summed with saturation."""
+
+from __future__ import annotations
+
+from . import _arith as A
+from . import dense as D
+from .checks import (
+    check_bias_frac,
+    check_bias_scale,
+    check_out,
+    check_tensor,
+    check_types,
+    check_zero_points,
+    contiguous,
+    inner_stride_one,
+    mli_kernel,
+    require,
+)
+from .config import MLI_RNN_MAX_INPUT, RnnDenseCfg, current_build
+from .fully_connected import TYPES, WMAX
+from .status import Status
+
+
+def _check(flavor, inputs, weights, bias, cfg, out, mode) -> int:
+    S = Status
+    require(isinstance(cfg, RnnDenseCfg), S.MLI_STATUS_BAD_FUNC_CFG,
+            f"cfg: expected an RnnDenseCfg, got {type(cfg).__name__}")
+    n = cfg.inputs_num
+    require(isinstance(n, int) and 1 <= n <= MLI_RNN_MAX_INPUT, S.MLI_STATUS_BAD_FUNC_CFG,
+            f"cfg.inputs_num: expected 1..{MLI_RNN_MAX_INPUT}, got {n!r}")
+    require(isinstance(inputs, (list, tuple)) and isinstance(weights, (list, tuple)) and len(inputs) >= n
+            and len(weights) >= n, S.MLI_STATUS_ARGUMENT_ERROR,
+            f"inputs/weights: expected sequences of at least {n} tensors")
+    check_out(out)
+    for i in range(n):
+        check_tensor(inputs[i], f"inputs[{i}]")
+        check_tensor(weights[i], f"weights[{i}]")
+    check_tensor(bias, "bias")
+    M = bias.shape[0] if bias.rank >= 1 else 0
+    require(bias.rank == 1, S.MLI_STATUS_SHAPE_MISMATCH, f"bias: expected rank 1 [M], got {bias.rank}")
+    for i in range(n):
+        w = weights[i]
+        require(w.rank == 2 and w.shape[0] == inputs[i].count() and w.shape[1] == M, S.MLI_STATUS_SHAPE_MISMATCH,
+                f"weights[{i}]: expected shape [{inputs[i].count()}, {M}], got {w.shape}")
+        require(contiguous(inputs[i]) and inner_stride_one(w), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+                f"inputs[{i}] must be contiguous and weights[{i}]'s innermost mem_stride 1")
+    require(inner_stride_one(bias), S.MLI_STATUS_INCOMPATEBLE_TENSORS, "bias: innermost mem_stride must be 1")
+    require(M * inputs[0].element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
+            f"out: capacity {out.capacity} bytes < {M * inputs[0].element_size} needed")
+    ti, tw, tb = TYPES[flavor]
+    check_types([(inputs[i], ti, f"inputs[{i}]") for i in range(n)] + [(weights[i], tw, f"weights[{i}]")
+                for i in range(n)] + [(bias, tb, "bias"), (out, ti, "out")])
+    if flavor == "sa8":
+        for i in range(n):
+            require(inputs[i].dim < 0 and weights[i].dim < 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+                    f"inputs[{i}]/weights[{i}]: per-tensor quantization expected")
+            check_zero_points(inputs[i], f"inputs[{i}]", zero=False)
+            check_zero_points(weights[i], f"weights[{i}]", zero=True)
+        check_zero_points(out, "out", zero=False)
+        check_zero_points(bias, "bias", zero=True)
+        require(out.dim < 0 and bias.dim < 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+                "out/bias: per-tensor quantization expected")
+        check_bias_scale(inputs[0], weights[0], bias, mode)
+    else:
+        check_bias_frac(inputs[0], weights[0], bias)
+        for i in range(n):
+            require(out.frac_bits <= inputs[i].frac_bits + weights[i].frac_bits, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+                    f"out: frac_bits {out.frac_bits} exceeds inputs[{i}] + weights[{i}] frac bits")
+    return n
+
+
+def _run(flavor, inputs, weights, bias, cfg, out) -> None:
+    bld = current_build()
+    n = _check(flavor, inputs, weights, bias, cfg, out, bld.mode)
+    xs = [inputs[i].values().reshape(-1) for i in range(n)]
+    mats = [A.int_matrix(weights[i].values(), WMAX[inputs[i].el_type]) for i in range(n)]
+    if flavor == "sa8":
+        po = out.params(0)
+        pairs = [D.sa8_pair(inputs[i].params(0), int(weights[i].scale[0]), int(weights[i].scale_frac_bits[0]), po,
+                            bld.full_accu, bld.mode) for i in range(n)]
+        zp = po[1]
+    else:
+        pairs = [D.fx_pair(flavor, inputs[i].frac_bits, weights[i].frac_bits, out.frac_bits, bias.frac_bits)
+                 for i in range(n)]
+        zp = 0
+    y = D.rnn_dense(xs, mats, pairs, bias.values(), flavor, bld.full_accu, bld.mode, zp)
+    out.write(y, [bias.shape[0]])
+
+
+@mli_kernel
+def krn_rnn_dense_fx16(inputs, weights, bias, cfg, out):
+    """fx16 everything, 64-bit accumulator; returns an mli status."""
+    _run("fx16", inputs, weights, bias, cfg, out)
+
+
+@mli_kernel
+def krn_rnn_dense_fx16_fx8_fx8(inputs, weights, bias, cfg, out):
+    """fx16 inputs/out, fx8 weights and bias, int32 accumulator."""
+    _run("fx16_fx8_fx8", inputs, weights, bias, cfg, out)
+
+
+@mli_kernel
+def krn_rnn_dense_sa8_sa8_sa32(inputs, weights, bias, cfg, out):
+    """sa8 inputs/weights/out, sa32 bias; per-tensor quantization only."""
+    _run("sa8", inputs, weights, bias, cfg, out)

@@ -1,0 +1,341 @@
+"""Registry targets ``mli2-fx16``, ``mli2-fx16_fx8_fx8`` and ``mli2-sa8``: a float LSTM / GRU / RNN layer runs on
+the MLI 2.0 kernels, bit-exact with what an MLI user's program computes on the x86 reference build.
+
+``prepare`` chooses the quantization an MLI user would (from calibration inputs):
+
+* sa8: inputs per-tensor asymmetric int8 over the calibration range (widened to contain 0); weights symmetric,
+  one scale per gate (per-axis, dim 0) with max|W_g| -> 127; bias sa32 at scale s_in·s_w[g] (what the kernels
+  assume); output h at 1/128 (|h| < 1), cell symmetric over the calibration range of the float cell plus 25%
+  headroom. Scales are int16 mantissas normalised to 15 bits (``mli_scale_from_float``), values quantized as the
+  MLI test harness does (``mli_quantize``).
+* fx16 / fx16_fx8_fx8: per-tensor frac bits with the most precision that holds the calibration (or weight)
+  maximum; bias frac <= in + weights frac; h frac 15; the IR formats are the kernels' own.
+
+Weights go to MLI's layout (gate order LSTM (i, g, f, o), GRU (z, r, n); [G, in, out]); b_x + b_h form the one
+MLI bias. GRU must be ``linear_before_reset=False`` (MLI applies the reset gate before the recurrent matmul);
+the RNN is ``rnn_dense`` + ``tanh``. Peepholes, projection, layer norm, CIFG, clipping and custom activations
+are not expressible (``layer.to`` raises UnsupportedFeatureError). ``sequence_lens`` freezes each row's state
+after its length (outputs there are 0); direction "reverse" runs MLI's RNN_DIR_BACKWARD over each row's valid
+prefix. Rounding ``ROUND_MODE`` / ``FULL_ACCU`` follow :func:`fusedrnn.mli.build` at call time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...cells.recurrence import reverse_valid_prefix
+from ...errors import ShapeError, UnsupportedFeatureError
+from ...numerics.affine import mli_quantize, mli_scale_from_float
+from ..registry import Target
+from .cells import CellQuant, gru_sequence, lstm_sequence, rnn_sequence
+from .config import current_build
+from .luts import make_lut
+
+FEATURES = frozenset({"lstm", "gru", "rnn", "bidirectional", "sequence_lens"})
+MLI_ORDER = {"lstm": [0, 2, 1, 3], "gru": [0, 1, 2], "rnn": [0]}  # canonical -> MLI gate order
+SA8_H = (16384, 0, 21)  # 2^-7: |h| < 1 in int8
+SA8_TANH = (1, 0, 7)
+HEADROOM = 1.25
+
+
+def _calibration_rows(layer, calibration) -> np.ndarray:
+    arrays = calibration if isinstance(calibration, (list, tuple)) else [calibration]
+    rows = []
+    for k, a in enumerate(arrays):
+        a = np.asarray(a, dtype=np.float64)
+        if a.ndim != 3 or a.shape[-1] != layer.input_size:
+            raise ShapeError(f"calibration[{k}]: expected input sequences [..., ..., {layer.input_size}], got shape "
+                             f"{a.shape}")
+        rows.append(a.reshape(-1, layer.input_size))
+    x = np.concatenate(rows)
+    if not np.all(np.isfinite(x)):
+        raise ShapeError("calibration: expected finite values")
+    return x
+
+
+def _calibration_sequences(layer, calibration) -> np.ndarray:
+    """Calibration as time-major [T, B, I] (first array; at most 256 sequences) for the float cell range."""
+    a = np.asarray(calibration[0] if isinstance(calibration, (list, tuple)) else calibration, dtype=np.float64)
+    if layer.batch_first:
+        a = a.transpose(1, 0, 2)
+    return a[:, :256]
+
+
+def _fx_frac(amax: float, bits: int, cap: int = 15) -> int:
+    """Most fraction bits such that amax fits a signed ``bits`` container."""
+    if amax <= 0:
+        return cap
+    f = bits - 1 - int(np.ceil(np.log2((amax * (1 + 2**-12)) / (2 ** (bits - 1) - 1) * 2 ** (bits - 1))))
+    while amax * 2.0**f > 2 ** (bits - 1) - 1:
+        f -= 1
+    return int(min(f, cap))
+
+
+def _sa_scale(s: np.ndarray):
+    m, f = mli_scale_from_float(np.maximum(np.asarray(s, np.float64), 1e-30))
+    return np.atleast_1d(m).astype(np.int64), np.atleast_1d(f).astype(np.int64)
+
+
+def _real(m, f):
+    return np.ldexp(np.asarray(m, np.float64), -np.asarray(f, np.int64))
+
+
+def _float_cell_max(layer, d: int, x: np.ndarray) -> float:
+    """max |c_t| of the float LSTM (direction d, forward over the calibration) — the cell range to quantize."""
+    H = layer.hidden_size
+    W, R = layer.W[d].astype(np.float64), layer.R[d].astype(np.float64)
+    b = np.zeros(4 * H) if layer.b_x is None else layer.b_x[d].astype(np.float64)
+    if layer.b_h is not None:
+        b = b + layer.b_h[d]
+    if d == 1 or layer.direction == "reverse":
+        x = x[::-1]
+    h = np.zeros((x.shape[1], H))
+    c = np.zeros_like(h)
+    xp = x @ W.T + b
+    cmax = 0.0
+    for t in range(x.shape[0]):
+        z = xp[t] + h @ R.T
+        i, f, g, o = (z[:, k * H:(k + 1) * H] for k in range(4))
+        c = 1 / (1 + np.exp(-f)) * c + 1 / (1 + np.exp(-i)) * np.tanh(g)
+        h = 1 / (1 + np.exp(-o)) * np.tanh(c)
+        cmax = max(cmax, float(np.abs(c).max()))
+    return cmax
+
+
+class _Direction:
+    """Quantized weights and parameters of one direction."""
+
+    def __init__(self, layer, d: int, flavor: str, x_rows: np.ndarray, x_seq: np.ndarray):
+        cell, G, H = layer.cell, {"lstm": 4, "gru": 3, "rnn": 1}[layer.cell], layer.hidden_size
+        perm = MLI_ORDER[cell]
+        Wi = layer.W[d].astype(np.float64).reshape(G, H, -1)[perm].transpose(0, 2, 1)  # [G, I, H]
+        Wo = layer.R[d].astype(np.float64).reshape(G, H, H)[perm].transpose(0, 2, 1)  # [G, H, H]
+        b = np.zeros((G, H))
+        for bb in (layer.b_x, layer.b_h):
+            if bb is not None:
+                b = b + bb[d].astype(np.float64).reshape(G, H)[perm]
+        self.flavor = flavor
+        self.cache: dict = {}  # prepared GEMM operands, reused by every call
+        cmax = _float_cell_max(layer, d, x_seq) * HEADROOM if cell == "lstm" else 0.0
+        if flavor == "sa8":
+            lo, hi = min(float(x_rows.min()), 0.0), max(float(x_rows.max()), 0.0)
+            if hi - lo <= 0:
+                hi = lo + 1.0
+            m_in, f_in = _sa_scale((hi - lo) / 255.0)
+            s_in = float(_real(m_in, f_in)[0])
+            zp = int(np.clip(np.round(-128 - lo / s_in), -128, 127))
+            self.p_in = (int(m_in[0]), zp, int(f_in[0]))
+
+            def wq(W):
+                amax = np.abs(W).reshape(G, -1).max(axis=1)
+                m, f = _sa_scale(np.where(amax > 0, amax / 127.0, 1.0))
+                q = mli_quantize(W.astype(np.float32), bits=8, frac_bits=f, scale=m, axis=0).astype(np.int64)
+                return q, (m, f)
+
+            self.Wi, qwi = wq(Wi)
+            self.Wo, qwo = wq(Wo)
+            sb = s_in * _real(*qwi)  # the accumulator scale of input 0, per gate
+            self.b = np.clip(np.round(b / sb[:, None]), -(2**31), 2**31 - 1).astype(np.int64)
+            self.p_out = SA8_TANH if cell == "rnn" else SA8_H
+            self.p_cell = None
+            if cell == "lstm":
+                m_c, f_c = _sa_scale(max(cmax, 2**-7) / 127.0)
+                self.p_cell = (int(m_c[0]), 0, int(f_c[0]))
+            self.q = CellQuant("sa8", self.p_in, self.p_out, self.p_out, qwi, qwo, cell=self.p_cell)
+        else:
+            wbits = 16 if flavor == "fx16" else 8
+            f_in = _fx_frac(float(np.abs(x_rows).max()), 16)
+            f_wi = _fx_frac(float(np.abs(Wi).max()), wbits)
+            f_wo = _fx_frac(float(np.abs(Wo).max()), wbits)
+            f_b = min(_fx_frac(float(np.abs(b).max()), wbits), f_in + f_wi)
+            f_c = _fx_frac(max(cmax, 2**-15), 16) if cell == "lstm" else None
+
+            def fq(a, f, bits):
+                return mli_quantize(a.astype(np.float32), bits=bits, frac_bits=f).astype(np.int64)
+
+            self.Wi, self.Wo, self.b = fq(Wi, f_wi, wbits), fq(Wo, f_wo, wbits), fq(b, f_b, wbits)
+            self.f_in, self.f_cell = f_in, f_c
+            self.q = CellQuant(flavor, f_in, 15, 15, f_wi, f_wo, f_b, f_c)
+
+    # ---- float <-> integer -----------------------------------------------------------------------------
+    def quantize(self, a, p, bits=None):
+        if self.flavor == "sa8":
+            s, z, f = p
+            return mli_quantize(np.asarray(a, np.float32), bits=8, frac_bits=f, scale=s, zero_point=z).astype(
+                np.int64)
+        return mli_quantize(np.asarray(a, np.float32), bits=16, frac_bits=p).astype(np.int64)
+
+    def dequantize(self, q, p):
+        if self.flavor == "sa8":
+            s, z, f = p
+            return (q - z) * _real(s, f)
+        return np.ldexp(q.astype(np.float64), -p)
+
+
+def _prepare(flavor: str):
+    def prepare(layer, calibration):
+        if layer.cell == "gru" and getattr(layer, "linear_before_reset", False):
+            raise UnsupportedFeatureError("layer: MLI's GRU applies the reset gate before the recurrent matmul; "
+                                          "linear_before_reset=True cannot be expressed")
+        rows = _calibration_rows(layer, calibration)
+        seq = _calibration_sequences(layer, calibration)
+        dirs = [_Direction(layer, d, flavor, rows, seq) for d in range(layer.num_directions)]
+        luts = {"tanh": make_lut("tanh"), "sigm": make_lut("sigm")}
+        return _runner(layer, dirs, luts)
+
+    return prepare
+
+
+def _runner(layer, dirs, luts):
+    cell = layer.cell
+    H = layer.hidden_size
+
+    def run(x, states, lens):
+        bld = current_build()
+        T, B, _ = x.shape
+        Y = np.zeros((T, len(dirs), B, H), x.dtype)
+        hs, cs = [], []
+        valid = None if lens is None else np.arange(T)[:, None] < lens[None, :]
+        for d, q in enumerate(dirs):
+            rev = d == 1 or layer.direction == "reverse"
+            xq = q.quantize(x, q.q.inp)
+            h0 = q.quantize(states[0][d], q.q.h0)
+            kw = dict(luts=luts, full_accu=bld.full_accu, mode=bld.mode, cache=q.cache)
+            if valid is not None and rev:
+                xq = reverse_valid_prefix(xq, lens)
+            core_rev = rev and valid is None
+            if cell == "lstm":
+                c0 = q.quantize(states[1][d], q.q.cell)
+                Yq, h, c = lstm_sequence(xq, h0, c0, q.Wi, q.Wo, q.b, q.q, act="tanh", reverse=core_rev,
+                                         valid=valid, **kw)
+                cs.append(q.dequantize(c, q.q.cell))
+            elif cell == "gru":
+                Yq, h = gru_sequence(xq, h0, q.Wi, q.Wo, q.b, q.q, reverse=core_rev, valid=valid, **kw)
+            else:
+                Yq, h = rnn_sequence(xq, h0, q.Wi, q.Wo, q.b, q.q, reverse=core_rev, valid=valid, **kw)
+            if rev:  # processing order -> time order
+                Yq = Yq[::-1] if valid is None else reverse_valid_prefix(Yq, lens)
+            Yd = q.dequantize(Yq, q.q.out)
+            if valid is not None:
+                Yd = np.where(valid[..., None], Yd, 0.0)
+            Y[:, d] = Yd
+            hs.append(q.dequantize(h, q.q.out))
+        h = np.stack(hs).astype(x.dtype)
+        if cell == "lstm":
+            return Y, (h, np.stack(cs).astype(x.dtype))
+        return Y, (h,)
+
+    run.directions = dirs
+    return run
+
+
+TARGETS = [
+    Target("mli2-sa8", "embARC MLI 2.0 sa8_sa8_sa32 kernels (int8 asymmetric data, per-gate int8 weights, int32 "
+           "bias), bit-exact with the x86 reference build", family="mli", dtype=np.dtype(np.float32),
+           features=FEATURES, bit_exact=True, prepare=_prepare("sa8"), needs_calibration=True),
+    Target("mli2-fx16", "embARC MLI 2.0 fx16 kernels (Q-format int16 data and weights, 40-bit accumulator)",
+           family="mli", dtype=np.dtype(np.float32), features=FEATURES, bit_exact=True, prepare=_prepare("fx16"),
+           needs_calibration=True),
+    Target("mli2-fx16_fx8_fx8", "embARC MLI 2.0 fx16_fx8_fx8 kernels (int16 data, int8 weights and bias, int32 "
+           "accumulator)", family="mli", dtype=np.dtype(np.float32), features=FEATURES, bit_exact=True,
+           prepare=_prepare("fx16_fx8_fx8"), needs_calibration=True),
+]
+
+
+# ---- MLI 1.x -------------------------------------------------------------------------------------------------
+FEATURES_V1 = frozenset({"lstm", "rnn", "bidirectional", "sequence_lens"})
+
+
+class _DirectionV1:
+    """MLI 1.x quantization of one direction: per-tensor frac bits (unsigned in 1.x), one weights tensor
+    [4, M, N+M] (LSTM) / [M, N+M] (RNN) with one frac, out/prev_out frac fixed at 15 (7 for fx8) by the kernel."""
+
+    def __init__(self, layer, d: int, flavor: str, x_rows: np.ndarray, x_seq: np.ndarray):
+        from .mli1 import FLAVORS as F1
+
+        cell, H = layer.cell, layer.hidden_size
+        G = 4 if cell == "lstm" else 1
+        perm = MLI_ORDER[cell]
+        W = layer.W[d].astype(np.float64).reshape(G, H, -1)[perm]  # [G, M, N]
+        R = layer.R[d].astype(np.float64).reshape(G, H, H)[perm]
+        b = np.zeros((G, H))
+        for bb in (layer.b_x, layer.b_h):
+            if bb is not None:
+                b = b + bb[d].astype(np.float64).reshape(G, H)[perm]
+        _, _, bits = F1[flavor]
+        wbits = 8 if flavor in ("fx8", "fx8w16d") else 16
+        self.flavor, self.bits = flavor, bits
+        self.f_in = max(_fx_frac(float(np.abs(x_rows).max()), bits), 0)
+        self.f_w = max(_fx_frac(max(float(np.abs(W).max()), float(np.abs(R).max())), wbits), 0)
+        self.f_b = max(min(_fx_frac(float(np.abs(b).max()), wbits), self.f_in + self.f_w), 0)
+        self.f_out = bits - 1
+        self.f_cell = None
+        if cell == "lstm":
+            cmax = _float_cell_max(layer, d, x_seq) * HEADROOM
+            self.f_cell = max(_fx_frac(max(cmax, 2.0 ** -(bits - 1)), bits), 0)
+
+        def fq(a, f, nb):
+            return mli_quantize(a.astype(np.float32), bits=nb, frac_bits=f).astype(np.int64)
+
+        self.Wx, self.Wh, self.b = fq(W, self.f_w, wbits), fq(R, self.f_w, wbits), fq(b, self.f_b, wbits)
+        if cell == "rnn":
+            self.Wx, self.Wh, self.b = self.Wx[0], self.Wh[0], self.b[0]
+
+    def quantize(self, a, f):
+        return mli_quantize(np.asarray(a, np.float32), bits=self.bits, frac_bits=f).astype(np.int64)
+
+    def dequantize(self, q, f):
+        return np.ldexp(q.astype(np.float64), -f)
+
+
+def _prepare_v1(flavor: str):
+    def prepare(layer, calibration):
+        rows = _calibration_rows(layer, calibration)
+        seq = _calibration_sequences(layer, calibration)
+        dirs = [_DirectionV1(layer, d, flavor, rows, seq) for d in range(layer.num_directions)]
+        return _runner_v1(layer, dirs)
+
+    return prepare
+
+
+def _runner_v1(layer, dirs):
+    from .mli1 import lstm1x_sequence, rnn1x_sequence
+
+    H = layer.hidden_size
+
+    def run(x, states, lens):
+        T, B, _ = x.shape
+        Y = np.zeros((T, len(dirs), B, H), x.dtype)
+        valid = np.ones((T, B), bool) if lens is None else np.arange(T)[:, None] < lens[None, :]
+        hs, cs = [], []
+        for d, q in enumerate(dirs):
+            rev = d == 1 or layer.direction == "reverse"  # 1.x has no backward mode: feed the reversed sequence
+            xq = q.quantize(x, q.f_in)
+            if rev:
+                xq = reverse_valid_prefix(xq, lens)
+            h0 = q.quantize(states[0][d], q.f_out)
+            kw = dict(f_in=q.f_in, f_prev=q.f_out, f_w=q.f_w, f_b=q.f_b, f_out=q.f_out, act="tanh",
+                      flavor=q.flavor, valid=None if lens is None else valid)
+            if layer.cell == "lstm":
+                c0 = q.quantize(states[1][d], q.f_cell)
+                Yq, h, c = lstm1x_sequence(xq, h0, c0, q.Wx, q.Wh, q.b, f_cell=q.f_cell, **kw)
+                cs.append(q.dequantize(c, q.f_cell))
+            else:
+                Yq, h = rnn1x_sequence(xq, h0, q.Wx, q.Wh, q.b, **kw)
+            if rev:
+                Yq = reverse_valid_prefix(Yq, lens)
+            Y[:, d] = np.where(valid[..., None], q.dequantize(Yq, q.f_out), 0.0)
+            hs.append(q.dequantize(h, q.f_out))
+        h = np.stack(hs).astype(x.dtype)
+        return (Y, (h, np.stack(cs).astype(x.dtype))) if layer.cell == "lstm" else (Y, (h,))
+
+    run.directions = dirs
+    return run
+
+
+TARGETS += [
+    Target(f"mli1-{fl}", f"embARC MLI 1.x {fl} kernels (FXAPI arithmetic, convergent rounding; inferred, see "
+           "fusedrnn.targets.mli.mli1)", family="mli", dtype=np.dtype(np.float32), features=FEATURES_V1,
+           bit_exact=False, prepare=_prepare_v1(fl), needs_calibration=True)
+    for fl in ("fx16", "fx8", "fx8w16d")
+]

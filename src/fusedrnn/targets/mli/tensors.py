@@ -1,0 +1,314 @@
+"""``mli_tensor``: a data container with shape, memory strides, element type and quantization parameters.
+
+Layout follows MLI 2.0 (``include/mli_types.h``): ``data`` is a flat 1-D container of the element's C type
+(int8 for fx8/sa8, int16 for fx16, int32 for sa32, float32 for fp32), ``capacity`` its size in bytes, element
+``idx`` sits at ``Σ idx[i]·mem_stride[i]`` (in elements; strides all 0 or None mean dense C order).
+Quantization: fx types real = q·2^-frac_bits; sa types real = (q - zero_point)·scale·2^-scale_frac_bits, one
+(scale, zero_point, scale_frac_bits) per tensor (``dim`` < 0) or per slice along ``dim``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...errors import AttributeValueError, DTypeError, ShapeError
+from .config import MLI_MAX_RANK, ElType
+from .status import MliCheckFailed, Status
+
+EL_DTYPE = {
+    ElType.MLI_EL_FX_8: np.dtype(np.int8),
+    ElType.MLI_EL_FX_16: np.dtype(np.int16),
+    ElType.MLI_EL_SA_8: np.dtype(np.int8),
+    ElType.MLI_EL_SA_32: np.dtype(np.int32),
+    ElType.MLI_EL_FP_32: np.dtype(np.float32),
+}
+FX_TYPES = (ElType.MLI_EL_FX_8, ElType.MLI_EL_FX_16)
+SA_TYPES = (ElType.MLI_EL_SA_8, ElType.MLI_EL_SA_32)
+
+
+def dense_strides(shape: Sequence[int]) -> list[int]:
+    """C-order element strides of ``shape``."""
+    st, acc = [], 1
+    for s in reversed(list(shape)):
+        st.append(acc)
+        acc *= int(s)
+    return st[::-1]
+
+
+class Tensor:
+    """An MLI tensor. Build one with :func:`fx_tensor`, :func:`sa_tensor` or :func:`empty_tensor`; kernels
+    read ``values()`` and write their results into ``data`` (and for outputs ``shape``/``rank``/``mem_stride``)."""
+
+    def __init__(self, data=None, shape: Sequence[int] = (), *, el_type: ElType, mem_stride=None,
+                 frac_bits: int = 0, scale=None, zero_point=None, scale_frac_bits=None, dim: int = -1,
+                 capacity: int | None = None):
+        try:
+            self.el_type = ElType(el_type)
+        except ValueError:
+            raise AttributeValueError(f"el_type: expected an ElType ({', '.join(e.name for e in ElType)}), "
+                                      f"got {el_type!r}") from None
+        dt = EL_DTYPE[self.el_type]
+        if data is not None:
+            data = np.asarray(data)
+            if data.dtype != dt:
+                raise DTypeError(f"data: expected a {dt.name} container for {self.el_type.name}, got {data.dtype}")
+            if data.ndim != 1:
+                raise ShapeError(f"data: expected a flat (1-D) container, got shape {data.shape}")
+        self.data = data
+        self.shape = [int(s) for s in shape]
+        self.rank = len(self.shape)
+        self.mem_stride = [0] * self.rank if mem_stride is None else [int(s) for s in mem_stride]
+        self.capacity = (0 if data is None else data.nbytes) if capacity is None else int(capacity)
+        self.frac_bits = int(frac_bits)
+        self.dim = int(dim)
+        self.scale = np.atleast_1d(np.asarray(1 if scale is None else scale)).astype(np.int16)
+        n = self.scale.size
+        self.zero_point = np.atleast_1d(np.asarray(0 if zero_point is None else zero_point)).astype(np.int16)
+        if self.zero_point.size == 1 and n > 1:
+            self.zero_point = np.repeat(self.zero_point, n)
+        self.scale_frac_bits = np.atleast_1d(np.asarray(0 if scale_frac_bits is None else scale_frac_bits)).astype(
+            np.int8)
+        if self.scale_frac_bits.size == 1 and n > 1:
+            self.scale_frac_bits = np.repeat(self.scale_frac_bits, n)
+
+    # ---- facts -------------------------------------------------------------------------------------------
+    @property
+    def is_fx(self) -> bool:
+        return self.el_type in FX_TYPES
+
+    @property
+    def is_sa(self) -> bool:
+        return self.el_type in SA_TYPES
+
+    @property
+    def element_size(self) -> int:
+        return EL_DTYPE[self.el_type].itemsize
+
+    def strides(self) -> list[int]:
+        """Element strides in effect (dense when ``mem_stride`` is unset / all zero)."""
+        if self.rank == 0 or all(s == 0 for s in self.mem_stride):
+            return dense_strides(self.shape)
+        return list(self.mem_stride)
+
+    def count(self, start_dim: int = 0) -> int:
+        n = 1
+        for s in self.shape[start_dim:]:
+            n *= s
+        return n
+
+    def required_elements(self) -> int:
+        """Container elements the shape and strides span."""
+        if self.count() == 0:
+            return 0
+        return sum((s - 1) * m for s, m in zip(self.shape, self.strides(), strict=True)) + 1
+
+    # ---- data --------------------------------------------------------------------------------------------
+    def values(self) -> np.ndarray:
+        """The elements in logical shape, as int64 (float32 for fp32); a copy."""
+        st = self.strides()
+        n = self.required_elements()
+        buf = self.data[:n]
+        item = buf.itemsize
+        view = np.lib.stride_tricks.as_strided(buf, shape=tuple(self.shape), strides=tuple(s * item for s in st),
+                                               writeable=False)
+        return view.astype(np.float32 if self.el_type == ElType.MLI_EL_FP_32 else np.int64)
+
+    def write(self, values: np.ndarray, shape: Sequence[int] | None = None) -> None:
+        """Store ``values`` densely (kernel outputs); sets shape, rank and dense mem_stride when ``shape`` given."""
+        values = np.asarray(values)
+        if shape is not None:
+            self.shape = [int(s) for s in shape]
+            self.rank = len(self.shape)
+            self.mem_stride = dense_strides(self.shape)
+        st = self.strides()
+        item = self.data.itemsize
+        view = np.lib.stride_tricks.as_strided(self.data, shape=tuple(self.shape),
+                                               strides=tuple(s * item for s in st))
+        view[...] = values.reshape(self.shape).astype(self.data.dtype)
+
+    def params(self, k: int | None = None) -> tuple:
+        """(scale, zero_point, scale_frac_bits) as Python ints (slice ``k``) or int64 arrays (all slices)."""
+        if k is None:
+            return (self.scale.astype(np.int64), self.zero_point.astype(np.int64),
+                    self.scale_frac_bits.astype(np.int64))
+        return int(self.scale[k]), int(self.zero_point[k]), int(self.scale_frac_bits[k])
+
+    def to_float(self) -> np.ndarray:
+        """Dequantized values (float64), per-axis parameters broadcast along ``dim``."""
+        v = self.values().astype(np.float64)
+        if self.el_type == ElType.MLI_EL_FP_32:
+            return v
+        if self.is_fx:
+            return np.ldexp(v, -self.frac_bits)
+        s, z, f = self.params()
+        if self.dim >= 0:
+            shp = [1] * self.rank
+            shp[self.dim] = -1
+            s, z, f = s.reshape(shp), z.reshape(shp), f.reshape(shp)
+        return (v - z) * np.ldexp(s.astype(np.float64), -f)
+
+    def copy(self) -> Tensor:
+        t = Tensor(None if self.data is None else self.data.copy(), self.shape, el_type=self.el_type,
+                   mem_stride=self.mem_stride, frac_bits=self.frac_bits, scale=self.scale.copy(),
+                   zero_point=self.zero_point.copy(), scale_frac_bits=self.scale_frac_bits.copy(), dim=self.dim,
+                   capacity=self.capacity)
+        return t
+
+    def __repr__(self) -> str:
+        q = (f"frac_bits={self.frac_bits}" if self.is_fx else
+             f"scale={self.scale.tolist()}, zero_point={self.zero_point.tolist()}, "
+             f"scale_frac_bits={self.scale_frac_bits.tolist()}, dim={self.dim}")
+        return f"Tensor({self.el_type.name}, shape={self.shape}, {q}, capacity={self.capacity})"
+
+
+# ---- constructors (Pythonic helpers) --------------------------------------------------------------------
+def _container(values, el_type: ElType) -> tuple[np.ndarray, list[int]]:
+    a = np.asarray(values)
+    dt = EL_DTYPE[ElType(el_type)]
+    if a.dtype.kind not in "iuf" or (dt.kind == "i" and a.dtype.kind == "f"):
+        raise DTypeError(f"values: expected integers for {ElType(el_type).name}, got dtype {a.dtype}")
+    info = np.iinfo(dt) if dt.kind == "i" else None
+    if info is not None and a.size and (a.min() < info.min or a.max() > info.max):
+        raise AttributeValueError(f"values: expected values in [{info.min}, {info.max}] for "
+                                  f"{ElType(el_type).name}, got [{a.min()}, {a.max()}]")
+    return np.ascontiguousarray(a.astype(dt)).ravel().copy(), list(a.shape)
+
+
+def fx_tensor(values, frac_bits: int, el_type: ElType = ElType.MLI_EL_FX_16) -> Tensor:
+    """A dense fx tensor holding ``values`` (integers) with ``frac_bits``."""
+    data, shape = _container(values, el_type)
+    return Tensor(data, shape, el_type=el_type, frac_bits=frac_bits)
+
+
+def sa_tensor(values, scale, zero_point, scale_frac_bits, *, dim: int = -1,
+              el_type: ElType = ElType.MLI_EL_SA_8) -> Tensor:
+    """A dense sa tensor holding ``values`` (integers); per-axis parameters when ``dim`` >= 0."""
+    data, shape = _container(values, el_type)
+    return Tensor(data, shape, el_type=el_type, scale=scale, zero_point=zero_point,
+                  scale_frac_bits=scale_frac_bits, dim=dim)
+
+
+def empty_tensor(el_type: ElType, elements: int, *, frac_bits: int = 0, scale=1, zero_point=0,
+                 scale_frac_bits=0) -> Tensor:
+    """An output tensor: a zeroed container of ``elements`` elements and the quantization the caller wants."""
+    data = np.zeros(int(elements), EL_DTYPE[ElType(el_type)])
+    return Tensor(data, [int(elements)], el_type=el_type, frac_bits=frac_bits, scale=scale, zero_point=zero_point,
+                  scale_frac_bits=scale_frac_bits)
+
+
+# ---- mli_hlp_* ---------------------------------------------------------------------------------------
+def hlp_count_elem_num(t: Tensor, start_dim: int = 0) -> int:
+    """``mli_hlp_count_elem_num``: elements in dimensions ``start_dim``..rank-1 (0 for a bad start_dim)."""
+    if start_dim < 0 or start_dim > t.rank:
+        return 0
+    return t.count(start_dim)
+
+
+def hlp_tensor_element_size(t: Tensor) -> int:
+    """``mli_hlp_tensor_element_size``: bytes per element."""
+    return t.element_size
+
+
+def hlp_tensor_scale(t: Tensor, scale_idx: int = 0) -> int:
+    """``mli_hlp_tensor_scale``: the scale mantissa (1 for fx types)."""
+    return 1 if t.is_fx else int(t.scale[scale_idx])
+
+
+def hlp_tensor_scale_shift(t: Tensor, scale_idx: int = 0) -> int:
+    """``mli_hlp_tensor_scale_shift``: scale_frac_bits (frac_bits for fx types)."""
+    return t.frac_bits if t.is_fx else int(t.scale_frac_bits[scale_idx])
+
+
+def hlp_tensor_zero_offset(t: Tensor, zero_idx: int = 0) -> int:
+    """``mli_hlp_tensor_zero_offset``: the zero point (0 for fx types)."""
+    return 0 if t.is_fx else int(t.zero_point[zero_idx])
+
+
+class SubTensorCfg:
+    """``mli_sub_tensor_cfg``: ``offset`` and ``size`` per input dimension, ``sub_tensor_rank`` <= input rank."""
+
+    def __init__(self, offset: Sequence[int], size: Sequence[int], sub_tensor_rank: int):
+        self.offset = [int(v) for v in offset]
+        self.size = [int(v) for v in size]
+        self.sub_tensor_rank = int(sub_tensor_rank)
+
+
+def hlp_create_subtensor(in_: Tensor, cfg: SubTensorCfg, out: Tensor) -> Status:
+    """``mli_hlp_create_subtensor``: make ``out`` a view of the block ``offset .. offset+size`` of ``in_`` (same
+    container memory, the input's strides), keeping the last ``sub_tensor_rank`` dimensions; per-axis parameters
+    are sliced along their dimension (a dimension that is dropped leaves the one parameter set of its offset)."""
+    from .checks import check_tensor
+
+    try:
+        check_tensor(in_, "in")
+    except MliCheckFailed as e:
+        return e.status
+    r = in_.rank
+    if (out is None or cfg is None or len(cfg.offset) < r or len(cfg.size) < r
+            or not 0 < cfg.sub_tensor_rank <= r
+            or any(o < 0 or s < 1 or o + s > n for o, s, n in zip(cfg.offset, cfg.size, in_.shape, strict=False))
+            or any(s != 1 for s in cfg.size[: r - cfg.sub_tensor_rank])):
+        return Status.MLI_STATUS_BAD_FUNC_CFG
+    st = in_.strides()
+    start = sum(o * m for o, m in zip(cfg.offset, st, strict=False))
+    keep = r - cfg.sub_tensor_rank
+    out.el_type, out.data = in_.el_type, in_.data[start:]
+    out.shape, out.rank = list(cfg.size[keep:r]), cfg.sub_tensor_rank
+    out.mem_stride = list(st[keep:])
+    out.capacity = out.data.nbytes
+    out.frac_bits = in_.frac_bits
+    out.scale, out.zero_point, out.scale_frac_bits, out.dim = in_.scale, in_.zero_point, in_.scale_frac_bits, -1
+    if in_.is_sa and in_.dim >= 0:
+        d = in_.dim
+        sl = slice(cfg.offset[d], cfg.offset[d] + (cfg.size[d] if d >= keep else 1))
+        out.scale, out.zero_point, out.scale_frac_bits = in_.scale[sl], in_.zero_point[sl], in_.scale_frac_bits[sl]
+        out.dim = d - keep if d >= keep else -1
+    return Status.MLI_STATUS_OK
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def hlp_convert_tensor(src: Tensor, dst: Tensor) -> Status:
+    """``mli_hlp_convert_tensor``: convert ``src``'s values into ``dst``'s element type and quantization
+    (float -> integer rounds half away from zero and saturates; integer -> float dequantizes; integer ->
+    integer goes through float64). ``dst`` takes ``src``'s shape; returns a status."""
+    from .checks import check_tensor
+
+    try:
+        check_tensor(src, "src")
+        n = src.count()
+        if dst.data is None or n * dst.element_size > dst.capacity or dst.data.size < n:
+            return Status.MLI_STATUS_NOT_ENGH_MEM
+    except MliCheckFailed as e:
+        return e.status
+    real = src.to_float()
+    dst.shape, dst.rank = list(src.shape), src.rank
+    dst.mem_stride = dense_strides(src.shape)
+    if dst.el_type == ElType.MLI_EL_FP_32:
+        dst.write(real.astype(np.float32))
+        return Status.MLI_STATUS_OK
+    if dst.is_fx:
+        q = _round_half_away(np.ldexp(real, dst.frac_bits))
+    else:
+        s, z, f = dst.params()
+        if dst.dim >= 0:
+            if dst.dim >= dst.rank or dst.shape[dst.dim] != s.size:
+                return Status.MLI_STATUS_INCOMPATEBLE_TENSORS
+            shp = [1] * dst.rank
+            shp[dst.dim] = -1
+            s, z, f = s.reshape(shp), z.reshape(shp), f.reshape(shp)
+        q = _round_half_away(real / np.ldexp(s.astype(np.float64), -f)) + z
+    info = np.iinfo(dst.data.dtype)
+    dst.write(np.clip(q, info.min, info.max))
+    return Status.MLI_STATUS_OK
+
+
+__all__ = [
+    "Tensor", "fx_tensor", "sa_tensor", "empty_tensor", "dense_strides", "EL_DTYPE", "MLI_MAX_RANK",
+    "hlp_count_elem_num", "hlp_tensor_element_size", "hlp_tensor_scale", "hlp_tensor_scale_shift",
+    "hlp_tensor_zero_offset", "hlp_convert_tensor", "hlp_create_subtensor", "SubTensorCfg",
+]

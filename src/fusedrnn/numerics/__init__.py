@@ -5,7 +5,8 @@
 * :mod:`.fixed_point` — MLI-style Q-format fixed point: rounding shifts in every SDK mode, saturation, norm;
 * :mod:`.affine` — scale / zero-point quantization (per tensor, per axis), MLI sa8/sa32 scale mantissas, Quark's
   uint16, TFLite's per-row dynamic quantization;
-* :mod:`.int_matmul` — exact integer matrix products through float32 / float64 BLAS (bounds stated in the code);
+* :mod:`.int_matmul` — exact integer matrix products through float32 / float64 BLAS (bounds stated in the code;
+  the function is ``numerics.int_matmul.int_matmul``, so that the module name stays importable);
 * :mod:`.gemmlowp` — TFLite's quantized multipliers, rounding shifts and gemmlowp fixed-point exp, logistic, tanh.
 """
 
@@ -75,7 +76,7 @@ from .gemmlowp import (
     srdhm32,
     tanh,
 )
-from .int_matmul import IntegerOverflowError, IntMatrix, exact_float_dtype, int_matmul
+from .int_matmul import IntegerOverflowError, IntMatrix, exact_float_dtype
 
 __all__ = [
     "add_sat",
@@ -107,7 +108,6 @@ __all__ = [
     "fp32_to_dlf16_flags",
     "FPFlags",
     "get_inv_sqrt_quantized_multiplier_exp",
-    "int_matmul",
     "INT_RANGES",
     "IntegerOverflowError",
     "IntMatrix",

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from . import compiled
 from .activations import Activation, half_sigmoid
 from .recurrence import (
     activation_applier,
@@ -83,6 +84,11 @@ def lstm_sequence(
     hidden state of the active rows [D, n, Hp] to the values the recurrent GEMM sees (a new array; e.g.
     onnxruntime's DynamicQuantizeLSTM quantizes it to uint8 and back every step).
     """
+    fast = compiled.run_lstm(x, W, R, b_x, b_h, h0, c0, reverse=reverse, acts=acts, lens=lens, P=P, clip=clip,
+                             coupling=coupling, cell_clip=cell_clip, proj_W=proj_W, proj_b=proj_b,
+                             proj_clip=proj_clip, ln=ln, policy=policy, h_feed=h_feed)
+    if fast is not None:  # small batch, EXACT policy, kernel available: the compiled time loop ran
+        return fast
     B = x.shape[1]
     D, H4 = W.shape[0], W.shape[1]
     H = H4 // 4

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import compiled
 from .activations import Activation
 from .recurrence import (
     activation_applier,
@@ -41,6 +42,9 @@ def rnn_sequence(
     policy: RoundingPolicy = EXACT,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run a vanilla RNN over a sequence. Returns Y [T, D, B, H] and Y_h [D, B, H]; ``acts[d]`` = (f,)."""
+    fast = compiled.run_rnn(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip, policy=policy)
+    if fast is not None:  # small batch, EXACT policy, kernel available: the compiled time loop ran
+        return fast
     D, H = W.shape[0], W.shape[1]
     dt = x.dtype
     rw = policy.get("weights")

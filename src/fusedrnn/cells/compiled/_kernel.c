@@ -1,0 +1,157 @@
+/* fusedrnn compiled recurrence: the time loop of the float LSTM / GRU / RNN engines.
+ *
+ * Built at first use by fusedrnn.cells.compiled._build (cc -O3 -march=native, loaded with ctypes); no Python
+ * C-API. The Python side hoists the input projection (x·Wᵀ + folded biases, one BLAS GEMM per direction and
+ * chunk of steps) and calls run_f32 / run_f64 once per chunk with a struct rnn_args. Per processing step and
+ * batch row this file does the recurrent GEMV (R kept in its canonical [G·H, Hp] layout: a dot product per
+ * output unit, vectorised over the input units), the gate math and the state update.
+ *
+ * Semantics are those of the NumPy engines (lstm.py, gru.py, rnn.py); processing step s of a reverse
+ * direction reads and writes time index len_b - 1 - s; rows with s >= len_b are left alone.
+ * float32 Sigmoid / Tanh use the vectorised approximations below (<= ~2 ulp); everything else uses libm.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_AFFINE, ACT_LEAKY_RELU, ACT_THRESHOLDED_RELU, ACT_SCALED_TANH,
+       ACT_HARD_SIGMOID, ACT_ELU, ACT_SOFTSIGN, ACT_SOFTPLUS };
+enum { KIND_LSTM, KIND_GRU, KIND_RNN };
+enum { COUPLE_NONE, COUPLE_INPUT_FORGET, COUPLE_CIFG };
+
+typedef struct {
+    int32_t kind, D, B, H, Hp, G;   /* G: gate blocks (4, 3, 1); Hp: LSTM projection size (else H) */
+    int32_t s0, s1, T, K;           /* steps [s0, s1) of this chunk; K: steps held in the projection buffer */
+    int32_t reverse[2];             /* per direction (D <= 2) */
+    int32_t act[6];                 /* [D, 3] activation codes (LSTM f, g, h; GRU f, g; RNN f) */
+    double alpha[6], beta[6];       /* [D, 3] */
+    int32_t diagonal, lbr, coupling, ln_on;
+    double clip, cell_clip, proj_clip;  /* < 0: off */
+    const int64_t *lens;            /* [B] or NULL (all rows run T steps) */
+    const void *xp;                 /* [D, K, B, G*H] projected input of steps s0.. (processing order) */
+    const void *R;                  /* [D, G*H, Hp], or [D, G*H] when diagonal */
+    const void *bh;                 /* GRU lbr: b_hn [D, H]; LSTM with layer norm: bias [D, 4H]; or NULL */
+    const void *P;                  /* [D, 3, H] peepholes (i, f, o) or NULL */
+    const void *projW;              /* [D, Hp, H] or NULL */
+    const void *projb;              /* [D, Hp] or NULL */
+    const void *ln;                 /* [D, 4, H] layer-norm coefficients or NULL */
+    void *h;                        /* [D, B, Hp] hidden state, updated */
+    void *c;                        /* [D, B, H] LSTM cell state, updated */
+    void *Y;                        /* [T, D, B, Hp] output */
+} rnn_args;
+
+#define PAD(n, v) (((n) + (v) - 1) / (v) * (v))
+
+/* ---- float32 vector math: GCC/Clang vector extensions (AVX2/AVX-512 with -march=native) -------------- */
+typedef float vf __attribute__((vector_size(32)));
+typedef int32_t vi __attribute__((vector_size(32)));
+typedef float vfu __attribute__((vector_size(32), aligned(4)));
+typedef double vd __attribute__((vector_size(32)));
+typedef double vdu __attribute__((vector_size(32), aligned(8)));
+#define VF 8
+#define VD 4
+
+static inline vf vf_splat(float a) { vf v = {0}; return v + a; }
+static inline vf vf_select(vi m, vf a, vf b) {
+    vi ia, ib; vf r;
+    memcpy(&ia, &a, sizeof ia); memcpy(&ib, &b, sizeof ib);
+    ia = (ia & m) | (ib & ~m);
+    memcpy(&r, &ia, sizeof r);
+    return r;
+}
+
+/* e^x: x = n·ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2), e^r by its degree-7 Taylor polynomial,
+ * 2^n put in the exponent. +inf above 88.72 (overflow), 0 below -87.33 (no subnormal results). NaN propagates. */
+static inline vf vf_exp(vf x0) {
+    vf x = vf_select(x0 < -87.0f, vf_splat(-87.0f), x0);
+    x = vf_select(x > 88.0f, vf_splat(88.0f), x);
+    vf n = x * 1.44269504f + 12582912.0f;
+    n = n - 12582912.0f;                      /* round to nearest integer (|n| < 2^22) */
+    vf r = x - n * 0.693145752f;
+    r = r - n * 1.42860677e-6f;
+    vf p = 1.0f / 5040 + r * (1.0f / 40320);
+    p = 1.0f / 720 + r * p;
+    p = 1.0f / 120 + r * p;
+    p = 1.0f / 24 + r * p;
+    p = 1.0f / 6 + r * p;
+    p = 0.5f + r * p;
+    p = 1.0f + r * p;
+    p = 1.0f + r * p;
+    vi e = __builtin_convertvector(n, vi);
+    e = (e + 127) << 23;
+    vf s;
+    memcpy(&s, &e, sizeof s);
+    p = p * s;
+    p = vf_select(x0 > 88.7228394f, vf_splat(__builtin_inff()), p);
+    return vf_select(x0 < -87.3365479f, vf_splat(0.0f), p);
+}
+
+static inline vf vf_sigmoid(vf x) { return 1.0f / (1.0f + vf_exp(-x)); }
+
+/* tanh: |x| < 0.625: x + x³·P(x²) (least-squares fit, <= 1 ulp); else sign(x)·(1 - 2 / (e^{2|x|} + 1)). */
+static inline vf vf_tanh(vf x) {
+    vi sign = (vi){0} + (int32_t)0x80000000;
+    vi ix;
+    memcpy(&ix, &x, sizeof ix);
+    vi sx = ix & sign;
+    vi iax = ix & ~sign;
+    vf ax;
+    memcpy(&ax, &iax, sizeof ax);
+    vf u = x * x;
+    vf p = vf_splat(-0.005704042501747608f);
+    p = 0.020637862384319305f + u * p;
+    p = -0.05373915657401085f + u * p;
+    p = 0.133314311504364f + u * p;
+    p = -0.3333328068256378f + u * p;
+    vf small = x + x * (u * p);
+    vf big = 1.0f - 2.0f / (vf_exp(2.0f * ax) + 1.0f);
+    vi ib;
+    memcpy(&ib, &big, sizeof ib);
+    ib |= sx;
+    memcpy(&big, &ib, sizeof big);
+    return vf_select(ax < 0.625f, small, big);
+}
+
+static void f32_sigmoid(float *v, int n) {
+    for (int j = 0; j < n; j += VF) { vf x; memcpy(&x, v + j, sizeof x); x = vf_sigmoid(x); memcpy(v + j, &x, sizeof x); }
+}
+static void f32_tanh(float *v, int n) {
+    for (int j = 0; j < n; j += VF) { vf x; memcpy(&x, v + j, sizeof x); x = vf_tanh(x); memcpy(v + j, &x, sizeof x); }
+}
+static void f64_sigmoid(double *v, int n) { for (int j = 0; j < n; j++) v[j] = 1.0 / (1.0 + exp(-v[j])); }
+static void f64_tanh(double *v, int n) { for (int j = 0; j < n; j++) v[j] = tanh(v[j]); }
+
+static inline float f32_hsum(vf a) { float s = 0; for (int l = 0; l < VF; l++) s += a[l]; return s; }
+static inline double f64_hsum(vd a) { double s = 0; for (int l = 0; l < VD; l++) s += a[l]; return s; }
+
+/* ---- the two instantiations ------------------------------------------------------------------------- */
+#define REAL float
+#define SFX(name) f32_##name
+#define VEC vf
+#define VECU vfu
+#define VL VF
+#define EXPM1 expm1f
+#define LOG1P log1pf
+#define EXP expf
+#include "_kernel_body.h"
+#undef REAL
+#undef SFX
+#undef VEC
+#undef VECU
+#undef VL
+#undef EXPM1
+#undef LOG1P
+#undef EXP
+
+#define REAL double
+#define SFX(name) f64_##name
+#define VEC vd
+#define VECU vdu
+#define VL VD
+#define EXPM1 expm1
+#define LOG1P log1p
+#define EXP exp
+#include "_kernel_body.h"
+
+int fusedrnn_abi_version(void) { return 2; }

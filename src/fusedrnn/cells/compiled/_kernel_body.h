@@ -1,0 +1,200 @@
+/* One instantiation of the recurrence (included by _kernel.c with REAL = float, then double). */
+
+/* out[j] = Σ_k Rm[j·K + k] · h[k] for j < N: four output units at a time, vectorised over k (R stays in its
+ * canonical row-major layout, so nothing is packed per call; measured as fast as a packed axpy GEMV here). */
+static void SFX(gemv)(const REAL *Rm, int N, int K, const REAL *h, REAL *out) {
+    int j = 0;
+    int kv = K / VL * VL;
+    for (; j + 4 <= N; j += 4) {
+        const REAL *r = Rm + (long)j * K;
+        VEC a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (int k = 0; k < kv; k += VL) {
+            VEC hv = *(const VECU *)(h + k);
+            a0 += *(const VECU *)(r + k) * hv;
+            a1 += *(const VECU *)(r + K + k) * hv;
+            a2 += *(const VECU *)(r + 2L * K + k) * hv;
+            a3 += *(const VECU *)(r + 3L * K + k) * hv;
+        }
+        REAL s[4] = {SFX(hsum)(a0), SFX(hsum)(a1), SFX(hsum)(a2), SFX(hsum)(a3)};
+        for (int k = kv; k < K; k++)
+            for (int q = 0; q < 4; q++) s[q] += r[(long)q * K + k] * h[k];
+        for (int q = 0; q < 4; q++) out[j + q] = s[q];
+    }
+    for (; j < N; j++) {
+        const REAL *r = Rm + (long)j * K;
+        VEC a = {0};
+        for (int k = 0; k < kv; k += VL) a += *(const VECU *)(r + k) * *(const VECU *)(h + k);
+        REAL s = SFX(hsum)(a);
+        for (int k = kv; k < K; k++) s += r[k] * h[k];
+        out[j] = s;
+    }
+}
+
+/* In place on v[0 .. n) where n is a multiple of VL (buffers are padded). */
+static void SFX(activate)(int code, REAL a, REAL b, REAL *v, int n) {
+    switch (code) {
+    case ACT_SIGMOID: SFX(sigmoid)(v, n); return;
+    case ACT_TANH: SFX(tanh)(v, n); return;
+    case ACT_SCALED_TANH:
+        for (int j = 0; j < n; j++) v[j] *= b;
+        SFX(tanh)(v, n);
+        for (int j = 0; j < n; j++) v[j] *= a;
+        return;
+    case ACT_RELU: for (int j = 0; j < n; j++) v[j] = v[j] < 0 ? 0 : v[j]; return;
+    case ACT_AFFINE: for (int j = 0; j < n; j++) { REAL t = v[j] * a; v[j] = t + b; } return;
+    case ACT_LEAKY_RELU: for (int j = 0; j < n; j++) v[j] = v[j] < 0 ? v[j] * a : v[j]; return;
+    case ACT_THRESHOLDED_RELU: for (int j = 0; j < n; j++) v[j] = v[j] <= a ? 0 : v[j]; return;
+    case ACT_HARD_SIGMOID:
+        for (int j = 0; j < n; j++) { REAL t = v[j] * a; t = t + b; v[j] = t < 0 ? 0 : (t > 1 ? 1 : t); }
+        return;
+    case ACT_ELU: for (int j = 0; j < n; j++) v[j] = v[j] < 0 ? a * EXPM1(v[j]) : v[j]; return;
+    case ACT_SOFTSIGN: for (int j = 0; j < n; j++) v[j] = v[j] / (1 + (v[j] < 0 ? -v[j] : v[j])); return;
+    case ACT_SOFTPLUS:
+        for (int j = 0; j < n; j++) {
+            REAL x = v[j];
+            if (x > 0) v[j] = x + LOG1P(EXP(-x));
+            else if (x <= 0) v[j] = LOG1P(EXP(x));
+        }
+        return;
+    default: return;
+    }
+}
+
+static inline void SFX(clamp)(REAL *v, int n, double lim) {
+    if (lim < 0) return;
+    REAL lo = (REAL)-lim, hi = (REAL)lim;
+    for (int j = 0; j < n; j++) v[j] = v[j] < lo ? lo : (v[j] > hi ? hi : v[j]);
+}
+
+/* TFLite layer norm over the H units of one gate: (v - mean) / sqrt(var + 1e-8) · w (+ bias). */
+static void SFX(layer_norm)(REAL *v, int H, const REAL *w, const REAL *bias) {
+    double s = 0;
+    for (int j = 0; j < H; j++) s += v[j];
+    REAL mean = (REAL)(s / H);
+    double q = 0;
+    for (int j = 0; j < H; j++) { v[j] -= mean; q += (double)v[j] * v[j]; }
+    REAL var = (REAL)(q / H);
+    REAL den = (REAL)sqrt((double)(var + (REAL)1e-8));
+    for (int j = 0; j < H; j++) { v[j] /= den; v[j] *= w[j]; }
+    if (bias) for (int j = 0; j < H; j++) v[j] += bias[j];
+}
+
+static size_t SFX(work_bytes)(const rnn_args *a) {
+    long Hq = PAD(a->H, VL), Hpq = PAD(a->Hp, VL);
+    long n = 4 * Hq + (long)a->D * a->B * (Hpq + Hq) + 3 * Hq + Hpq;
+    return (size_t)n * sizeof(REAL);
+}
+
+int SFX(run)(const rnn_args *a) {
+    const int D = a->D, B = a->B, H = a->H, Hp = a->Hp, G = a->G, GH = a->G * a->H;
+    const long Hq = PAD(H, VL), Hpq = PAD(Hp, VL);
+    const size_t nwork = SFX(work_bytes)(a);
+    REAL *acc = (REAL *)malloc(nwork);        /* [G, Hq] gate pre-activations / activations */
+    if (!acc) return -1;
+    memset(acc, 0, nwork);
+    REAL *hs = acc + 4 * Hq;                   /* [D, B, Hpq] hidden states */
+    REAL *cs = hs + (long)D * B * Hpq;         /* [D, B, Hq] cell states */
+    REAL *m = cs + (long)D * B * Hq;           /* [Hq] LSTM o·h(c), GRU r ⊙ h / candidate */
+    REAL *t1 = m + Hq;                         /* [Hq] */
+    REAL *t2 = t1 + Hq;                        /* [Hq] */
+    REAL *hn = t2 + Hq;                        /* [Hpq] new hidden state */
+    const REAL *h_in = (const REAL *)a->h;
+    const REAL *c_in = (const REAL *)a->c;
+    for (long r = 0; r < (long)D * B; r++) {
+        memcpy(hs + r * Hpq, h_in + r * Hp, sizeof(REAL) * Hp);
+        if (a->kind == KIND_LSTM) memcpy(cs + r * Hq, c_in + r * H, sizeof(REAL) * H);
+    }
+    const REAL *xp = (const REAL *)a->xp;
+    REAL *Y = (REAL *)a->Y;
+    for (int s = a->s0; s < a->s1; s++) {
+        for (int d = 0; d < D; d++) {
+            const int rev = a->reverse[d];
+            const int *act = a->act + 3 * d;
+            const double *al = a->alpha + 3 * d, *be = a->beta + 3 * d;
+            const REAL *Rd = (const REAL *)a->R + (a->diagonal ? (long)d * GH : (long)d * GH * Hp);
+            for (int b = 0; b < B; b++) {
+                const long len = a->lens ? a->lens[b] : a->T;
+                if (s >= len) continue;
+                const long t = rev ? len - 1 - s : s;
+                const REAL *x = xp + (((long)d * a->K + (s - a->s0)) * B + b) * GH;
+                REAL *hp = hs + ((long)d * B + b) * Hpq;
+                REAL *cc = cs + ((long)d * B + b) * Hq;
+                /* recurrent term of the gates that do not need r first, plus the projected input */
+                int Gr = (a->kind == KIND_GRU && !a->lbr) ? 2 : G;
+                for (int q = 0; q < Gr; q++) {
+                    REAL *aq = acc + q * Hq;
+                    if (a->diagonal) for (int u = 0; u < H; u++) aq[u] = Rd[q * H + u] * hp[u];
+                    else SFX(gemv)(Rd + (long)q * H * Hp, H, Hp, hp, aq);
+                }
+                if (a->kind == KIND_LSTM) {
+                    REAL *gi = acc, *gf = acc + Hq, *gg = acc + 2 * Hq, *go = acc + 3 * Hq;
+                    for (int q = 0; q < 4; q++) for (int u = 0; u < H; u++) acc[q * Hq + u] += x[q * H + u];
+                    const REAL *P = a->P ? (const REAL *)a->P + (long)d * 3 * H : NULL;
+                    if (P) for (int u = 0; u < H; u++) { gi[u] += P[u] * cc[u]; gf[u] += P[H + u] * cc[u]; }
+                    const REAL *lw = a->ln_on ? (const REAL *)a->ln + (long)d * 4 * H : NULL;
+                    const REAL *lb = (a->ln_on && a->bh) ? (const REAL *)a->bh + (long)d * 4 * H : NULL;
+                    if (lw) {
+                        for (int q = 0; q < 4; q++) {
+                            if (q == 3 && P) continue;
+                            SFX(layer_norm)(acc + q * Hq, H, lw + q * H, lb ? lb + q * H : NULL);
+                        }
+                    }
+                    SFX(clamp)(gi, 3 * Hq + (P ? 0 : Hq), a->clip);
+                    SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], gi, 2 * Hq);
+                    if (!P) SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], go, Hq);
+                    SFX(activate)(act[1], (REAL)al[1], (REAL)be[1], gg, Hq);
+                    if (a->coupling == COUPLE_INPUT_FORGET) for (int u = 0; u < H; u++) gf[u] = 1 - gi[u];
+                    else if (a->coupling == COUPLE_CIFG) for (int u = 0; u < H; u++) gi[u] = 1 - gf[u];
+                    for (int u = 0; u < H; u++) { REAL ig = gi[u] * gg[u]; REAL fc = cc[u] * gf[u]; cc[u] = fc + ig; }
+                    SFX(clamp)(cc, H, a->cell_clip);
+                    if (P) {
+                        for (int u = 0; u < H; u++) go[u] += P[2 * H + u] * cc[u];
+                        if (lw) SFX(layer_norm)(go, H, lw + 3 * H, lb ? lb + 3 * H : NULL);
+                        SFX(clamp)(go, H, a->clip);
+                        SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], go, Hq);
+                    }
+                    memcpy(m, cc, sizeof(REAL) * Hq);
+                    SFX(activate)(act[2], (REAL)al[2], (REAL)be[2], m, Hq);
+                    for (int u = 0; u < H; u++) m[u] *= go[u];
+                    if (a->projW) {
+                        SFX(gemv)((const REAL *)a->projW + (long)d * Hp * H, Hp, H, m, hn);
+                        if (a->projb) { const REAL *pb = (const REAL *)a->projb + (long)d * Hp; for (int u = 0; u < Hp; u++) hn[u] += pb[u]; }
+                        SFX(clamp)(hn, Hp, a->proj_clip);
+                        memcpy(hp, hn, sizeof(REAL) * Hp);
+                    } else {
+                        memcpy(hp, m, sizeof(REAL) * H);
+                    }
+                } else if (a->kind == KIND_GRU) {
+                    REAL *z = acc, *r = acc + Hq, *nn = acc + 2 * Hq;
+                    for (int q = 0; q < 2; q++) for (int u = 0; u < H; u++) acc[q * Hq + u] += x[q * H + u];
+                    SFX(clamp)(z, 2 * Hq, a->clip);
+                    SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], z, 2 * Hq);
+                    if (a->lbr) {
+                        if (a->bh) { const REAL *bn = (const REAL *)a->bh + (long)d * H; for (int u = 0; u < H; u++) nn[u] += bn[u]; }
+                        for (int u = 0; u < H; u++) nn[u] *= r[u];
+                    } else {
+                        for (int u = 0; u < H; u++) t1[u] = r[u] * hp[u];
+                        SFX(gemv)(Rd + 2L * H * Hp, H, H, t1, nn);
+                    }
+                    for (int u = 0; u < H; u++) nn[u] += x[2 * H + u];
+                    SFX(clamp)(nn, H, a->clip);
+                    SFX(activate)(act[1], (REAL)al[1], (REAL)be[1], nn, Hq);
+                    for (int u = 0; u < H; u++) { REAL dlt = hp[u] - nn[u]; dlt *= z[u]; hp[u] = dlt + nn[u]; }
+                } else {
+                    for (int u = 0; u < H; u++) acc[u] += x[u];
+                    SFX(clamp)(acc, H, a->clip);
+                    SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], acc, Hq);
+                    memcpy(hp, acc, sizeof(REAL) * H);
+                }
+                memcpy(Y + ((t * D + d) * (long)B + b) * Hp, hp, sizeof(REAL) * Hp);
+            }
+        }
+    }
+    REAL *h_out = (REAL *)a->h, *c_out = (REAL *)a->c;
+    for (long r = 0; r < (long)D * B; r++) {
+        memcpy(h_out + r * Hp, hs + r * Hpq, sizeof(REAL) * Hp);
+        if (a->kind == KIND_LSTM) memcpy(c_out + r * H, cs + r * Hq, sizeof(REAL) * H);
+    }
+    free(acc);
+    return 0;
+}

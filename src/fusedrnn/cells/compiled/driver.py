@@ -1,0 +1,240 @@
+"""Python side of the compiled recurrence: checks the options are in the compiled subset, hoists the input
+projection (one BLAS GEMM per direction and chunk of steps), and runs the kernel once per chunk.
+
+The ``run_*`` functions take exactly the arguments of :func:`fusedrnn.cells.lstm_sequence`,
+:func:`~fusedrnn.cells.gru_sequence` and :func:`~fusedrnn.cells.rnn_sequence` and return the same tuple, or
+``None`` when they do not handle the call (kernel unavailable or switched off, a rounding policy other than
+EXACT, an ``h_feed``, a dtype other than float32/float64, or more than ``max_rows`` rows of D·B), in which case
+the caller runs its NumPy loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from ..activations import Activation
+from ..recurrence import reverse_valid_prefix
+from ..rounding import EXACT, RoundingPolicy
+from . import _build
+
+MAX_ROWS = 8
+"""Default largest D·B the compiled loop takes: above it the NumPy engines' per-step BLAS GEMM over all rows
+is as fast (measured in benchmarks/bench_compiled.py)."""
+
+PROJECTION_BUFFER_BYTES = 4 << 20
+"""Input-projection buffer per kernel call; the projection of a chunk of steps is one GEMM per direction."""
+
+ACTIVATION_CODES = {
+    "Relu": 0, "Tanh": 1, "Sigmoid": 2, "Affine": 3, "LeakyRelu": 4, "ThresholdedRelu": 5, "ScaledTanh": 6,
+    "HardSigmoid": 7, "Elu": 8, "Softsign": 9, "Softplus": 10,
+}
+_KIND = {"lstm": 0, "gru": 1, "rnn": 2}
+_COUPLING = {None: 0, "input_forget": 1, "cifg": 2}
+_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+_ACT_SLOTS = {"lstm": 3, "gru": 2, "rnn": 1}
+
+_switch = {"enabled": True}
+
+
+class _Args(ctypes.Structure):
+    """Mirror of ``rnn_args`` in _kernel.c (small tables inline: one pointer per array that is present)."""
+
+    _fields_ = [
+        ("kind", ctypes.c_int32), ("D", ctypes.c_int32), ("B", ctypes.c_int32), ("H", ctypes.c_int32),
+        ("Hp", ctypes.c_int32), ("G", ctypes.c_int32),
+        ("s0", ctypes.c_int32), ("s1", ctypes.c_int32), ("T", ctypes.c_int32), ("K", ctypes.c_int32),
+        ("reverse", ctypes.c_int32 * 2), ("act", ctypes.c_int32 * 6),
+        ("alpha", ctypes.c_double * 6), ("beta", ctypes.c_double * 6),
+        ("diagonal", ctypes.c_int32), ("lbr", ctypes.c_int32), ("coupling", ctypes.c_int32),
+        ("ln_on", ctypes.c_int32),
+        ("clip", ctypes.c_double), ("cell_clip", ctypes.c_double), ("proj_clip", ctypes.c_double),
+        ("lens", ctypes.c_void_p), ("xp", ctypes.c_void_p), ("R", ctypes.c_void_p),
+        ("bh", ctypes.c_void_p), ("P", ctypes.c_void_p), ("projW", ctypes.c_void_p), ("projb", ctypes.c_void_p),
+        ("ln", ctypes.c_void_p), ("h", ctypes.c_void_p), ("c", ctypes.c_void_p), ("Y", ctypes.c_void_p),
+    ]
+
+
+def available() -> bool:
+    """True when the kernel is loaded (compiling it on the first call) and not switched off."""
+    return _switch["enabled"] and _build.load() is not None
+
+
+def set_enabled(flag: bool) -> None:
+    """Switch the compiled loop on or off for this process (the NumPy engines then run every call)."""
+    _switch["enabled"] = bool(flag)
+
+
+def is_enabled() -> bool:
+    return _switch["enabled"]
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Context in which the ``run_*`` functions return None, so the engines run their NumPy loops."""
+    old = _switch["enabled"]
+    _switch["enabled"] = False
+    try:
+        yield
+    finally:
+        _switch["enabled"] = old
+
+
+def _c(a, dt) -> np.ndarray | None:
+    return None if a is None else np.ascontiguousarray(a, dtype=dt)
+
+
+def _lib_for(x: np.ndarray, policy: RoundingPolicy, h_feed, D: int, max_rows: int | None):
+    if not _switch["enabled"] or h_feed is not None or not policy.is_exact:
+        return None
+    if x.dtype not in (np.float32, np.float64) or x.ndim != 3:
+        return None
+    if D * x.shape[1] > (MAX_ROWS if max_rows is None else max_rows):
+        return None
+    return _build.load()
+
+
+_act_cache: dict = {}
+
+
+def _act_table(acts: Sequence[Sequence[Activation]], D: int):
+    """(codes, alphas, betas) as flat [D*3] ctypes arrays, or None for an activation the kernel lacks."""
+    key = (D, tuple(tuple(a) for a in acts[:D]))
+    hit = _act_cache.get(key)
+    if hit is None:
+        codes, alpha, beta = [0] * 6, [0.0] * 6, [0.0] * 6
+        for d in range(D):
+            for k, a in enumerate(acts[d]):
+                if a.name not in ACTIVATION_CODES or k > 2:
+                    return None
+                codes[3 * d + k], alpha[3 * d + k], beta[3 * d + k] = ACTIVATION_CODES[a.name], a.alpha, a.beta
+        hit = ((ctypes.c_int32 * 6)(*codes), (ctypes.c_double * 6)(*alpha), (ctypes.c_double * 6)(*beta))
+        if len(_act_cache) < 256:
+            _act_cache[key] = hit
+    return hit
+
+
+def _run(lib, kind: str, x, W, R, proj_bias, h0, c0, reverse, acts, lens, *, Hp: int, diagonal=False, lbr=False,
+         coupling=None, bh=None, P=None, proj_W=None, proj_b=None, ln=None, clip=None, cell_clip=None,
+         proj_clip=None):
+    dt = x.dtype
+    T, B, I = x.shape
+    D, GH = W.shape[0], W.shape[1]
+    G = _GATES[kind]
+    H = GH // G
+    if len(reverse) != D or D > 2 or H == 0 or B == 0 or len(acts) < D:
+        return None
+    if any(len(acts[d]) != _ACT_SLOTS[kind] for d in range(D)):
+        return None
+    table = _act_table(acts, D)
+    if table is None:
+        return None
+    if lens is not None:
+        lens = np.ascontiguousarray(lens, dtype=np.int64).reshape(-1)
+        if lens.shape != (B,) or lens.size and (lens.min() < 0 or lens.max() > T):
+            return None  # the engine reports it; the kernel must never index outside [0, T)
+        if np.all(lens == T):
+            lens = None
+    steps = T if lens is None else int(lens.max(initial=0))
+    h = np.array(h0, dtype=dt, order="C", copy=True)
+    c = np.array(c0, dtype=dt, order="C", copy=True) if c0 is not None else None
+    Y = np.zeros((T, D, B, Hp), dt) if lens is not None else np.empty((T, D, B, Hp), dt)
+    rev = [bool(r) for r in reverse]
+    Rc, bhc, Pc, pWc, pbc, lnc = (_c(a, dt) for a in (R, bh, P, proj_W, proj_b, ln))
+
+    per_step = D * B * GH * dt.itemsize
+    K = max(1, min(steps, max(PROJECTION_BUFFER_BYTES // max(per_step, 1), -(-256 // max(B, 1)))))
+    xr = reverse_valid_prefix(x, lens) if any(rev) and steps else None
+    xs = [xr if r else x for r in rev]
+    Wt = [W[d].T for d in range(D)]  # a transposed view: BLAS reads it in place (no per-call copy of W)
+    xp = np.empty((D, K, B, GH), dt)
+    args = _Args(kind=_KIND[kind], D=D, B=B, H=H, Hp=Hp, G=G, T=T, K=K, diagonal=int(diagonal), lbr=int(lbr),
+                 coupling=_COUPLING[coupling], ln_on=int(ln is not None),
+                 clip=-1.0 if clip is None else float(clip),
+                 cell_clip=-1.0 if cell_clip is None else float(cell_clip),
+                 proj_clip=-1.0 if proj_clip is None else float(proj_clip))
+    args.reverse[0] = rev[0]
+    args.reverse[1] = rev[-1]
+    args.act, args.alpha, args.beta = table
+    for name, arr in (("lens", lens), ("xp", xp), ("R", Rc), ("bh", bhc), ("P", Pc), ("projW", pWc),
+                      ("projb", pbc), ("ln", lnc), ("h", h), ("c", c), ("Y", Y)):
+        if arr is not None:
+            setattr(args, name, arr.ctypes.data)
+    run = lib.f32_run if dt == np.float32 else lib.f64_run
+    for s0 in range(0, steps, K):
+        m = min(K, steps - s0)
+        for d in range(D):
+            out = xp[d, :m].reshape(m * B, GH)
+            np.matmul(xs[d][s0 : s0 + m].reshape(m * B, I), Wt[d], out=out)
+            if proj_bias is not None:
+                out += proj_bias[d]
+        args.s0, args.s1 = s0, s0 + m
+        if run(ctypes.byref(args)) != 0:
+            raise MemoryError("compiled recurrence: could not allocate its work buffer")
+    if lens is not None:
+        h[:, lens == 0] = 0
+        if c is not None:
+            c[:, lens == 0] = 0
+    return (Y, h) if c is None else (Y, h, c)
+
+
+def _sum(*arrays, shape, dt) -> np.ndarray | None:
+    if all(a is None for a in arrays):
+        return None
+    out = np.zeros(shape, dt)
+    for a in arrays:
+        if a is not None:
+            out += a
+    return out
+
+
+def run_lstm(x, W, R, b_x, b_h, h0, c0, *, reverse, acts, lens=None, P=None, clip=None, coupling=None,
+             cell_clip=None, proj_W=None, proj_b=None, proj_clip=None, ln=None, policy: RoundingPolicy = EXACT,
+             h_feed=None, max_rows: int | None = None):
+    """:func:`fusedrnn.cells.lstm_sequence` in compiled code: (Y, Y_h, Y_c), or None when not handled."""
+    D, H4 = W.shape[0], W.shape[1]
+    lib = _lib_for(x, policy, h_feed, D, max_rows)
+    if lib is None or coupling not in _COUPLING:
+        return None
+    dt = x.dtype
+    Hp = proj_W.shape[1] if proj_W is not None else H4 // 4
+    bias = _sum(b_x, b_h, shape=(D, H4), dt=dt)
+    return _run(lib, "lstm", x, W, R, None if ln is not None else bias, h0, c0, reverse, acts, lens, Hp=Hp,
+                diagonal=R.ndim == 2, coupling=coupling, bh=bias if ln is not None else None, P=P, proj_W=proj_W,
+                proj_b=proj_b, ln=ln, clip=clip, cell_clip=cell_clip, proj_clip=proj_clip)
+
+
+def run_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linear_before_reset=False,
+            policy: RoundingPolicy = EXACT, max_rows: int | None = None):
+    """:func:`fusedrnn.cells.gru_sequence` in compiled code: (Y, Y_h), or None when not handled."""
+    D, H3 = W.shape[0], W.shape[1]
+    lib = _lib_for(x, policy, None, D, max_rows)
+    if lib is None:
+        return None
+    dt, H = x.dtype, H3 // 3
+    bias = np.zeros((D, H3), dt)
+    b_hn = None
+    if b_x is not None:
+        bias += b_x
+    if b_h is not None:
+        if linear_before_reset:
+            bias[:, : 2 * H] += b_h[:, : 2 * H]
+            b_hn = b_h[:, 2 * H :]
+        else:
+            bias += b_h
+    return _run(lib, "gru", x, W, R, bias, h0, None, reverse, acts, lens, Hp=H, lbr=bool(linear_before_reset),
+                bh=b_hn, clip=clip)
+
+
+def run_rnn(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, policy: RoundingPolicy = EXACT,
+            max_rows: int | None = None):
+    """:func:`fusedrnn.cells.rnn_sequence` in compiled code: (Y, Y_h), or None when not handled."""
+    D, H = W.shape[0], W.shape[1]
+    lib = _lib_for(x, policy, None, D, max_rows)
+    if lib is None:
+        return None
+    bias = _sum(b_x, b_h, shape=(D, H), dt=x.dtype)
+    return _run(lib, "rnn", x, W, R, bias, h0, None, reverse, acts, lens, Hp=H, clip=clip)

@@ -1,0 +1,296 @@
+"""The compiled recurrence (fusedrnn.cells.compiled) against the NumPy engines it replaces.
+
+Random configurations over the whole option space of lstm_sequence / gru_sequence / rnn_sequence (directions,
+sequence lengths incl. 0 and T, peepholes, clip, cell_clip, input_forget / CIFG coupling, projection with bias
+and clip, diagonal R, layer norm, the eleven ONNX activations with random alpha/beta, both GRU
+linear_before_reset forms), float32 and float64; the NumPy engines are run with the compiled loop switched off.
+Agreement per output tensor: max |Δ| ≤ rtol · max(1, max |NumPy|), rtol 1e-6 (float32) and 1e-12 (float64).
+Configurations whose dynamics amplify rounding (unbounded gate activations such as Softplus or Relu as the
+GRU update gate make the step map expansive) get, in float32, an extra 8·max |NumPy float32 - NumPy float64|:
+the NumPy float32 engine's own distance from the float64 result, i.e. the conditioning of the problem.
+The whole file is skipped where the kernel cannot be built (no C compiler).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusedrnn.cells import Activation, compiled, gru_sequence, lstm_sequence, rnn_sequence
+from fusedrnn.cells.rounding import FP16
+
+pytestmark = pytest.mark.skipif(not compiled.available(),
+                                reason=f"compiled kernel unavailable: {compiled.unavailable_reason()}")
+
+RTOL = {np.float32: 1e-6, np.float64: 1e-12}
+
+# (name, alpha range, beta range): ranges keep every activation contractive enough that 12 steps stay finite
+ACTS = [
+    ("Relu", None, None), ("Tanh", None, None), ("Sigmoid", None, None), ("Affine", (-0.9, 0.9), (-0.5, 0.5)),
+    ("LeakyRelu", (0.01, 0.5), None), ("ThresholdedRelu", (0.0, 0.5), None), ("ScaledTanh", (0.2, 1.5), (0.2, 1.5)),
+    ("HardSigmoid", (0.1, 0.5), (0.2, 0.8)), ("Elu", (0.1, 1.5), None), ("Softsign", None, None),
+    ("Softplus", None, None),
+]
+
+
+BOUNDED = ("Tanh", "Sigmoid", "ScaledTanh", "HardSigmoid", "Softsign")
+
+
+def rand_act(rng, common: bool, bounded: bool = False) -> Activation:
+    """A random activation; ``bounded`` for gate slots (LSTM/GRU f): an unbounded gate (Relu, Softplus, ...)
+    makes the recurrence blow up within a few steps, and an overflowing run compares nothing."""
+    if common and rng.random() < 0.6:
+        return Activation(["Sigmoid", "Tanh"][rng.integers(2)])
+    choices = [a for a in ACTS if a[0] in BOUNDED] if bounded else ACTS
+    name, ar, br = choices[rng.integers(len(choices))]
+    a = float(rng.uniform(*ar)) if ar else 0.0
+    b = float(rng.uniform(*br)) if br else 0.0
+    return Activation(name, a, b)
+
+
+def common_dims(rng, dt):
+    T = int(rng.integers(0, 13)) if rng.random() < 0.95 else 0
+    B = int(rng.integers(1, 5))
+    I = int(rng.integers(1, 10))
+    H = int(rng.choice([1, 3, 7, 8, 9, 16, 17, 24]))
+    direction = ["forward", "reverse", "bidirectional"][rng.integers(3)]
+    D = 2 if direction == "bidirectional" else 1
+    reverse = [False, True] if D == 2 else [direction == "reverse"]
+    lens = None
+    if rng.random() < 0.5 and T > 0:
+        lens = rng.integers(0, T + 1, size=B).astype(np.int64)
+    x = rng.uniform(-1, 1, (T, B, I)).astype(dt)
+    return T, B, I, H, D, reverse, lens, x
+
+
+def u(rng, dt, *shape, scale=1.0):
+    return (rng.uniform(-scale, scale, shape)).astype(dt)
+
+
+def agree(got, want, dt, label, slack=None):
+    assert got is not None, f"compiled path declined: {label}"
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.dtype == w.dtype and g.shape == w.shape, f"output {k}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        bound = RTOL[dt] * max(1.0, float(np.max(np.abs(w), initial=0.0)))
+        if slack is not None:
+            bound += 8 * slack[k]
+        assert np.all(np.isfinite(g) == np.isfinite(w)), f"output {k}: finiteness differs; {label}"
+        fin = np.isfinite(w)
+        err = float(np.max(np.abs(g[fin].astype(np.float64) - w[fin]), initial=0.0))
+        assert err <= bound, f"output {k}: max |Δ| {err:.3g} > {bound:.3g}; {label}"
+
+
+def random_lstm(rng, dt):
+    T, B, I, H, D, reverse, lens, x = common_dims(rng, dt)
+    k = 1.0 / np.sqrt(H)
+    proj = rng.random() < 0.25
+    Hp = int(rng.integers(1, 12)) if proj else H
+    diagonal = not proj and rng.random() < 0.15
+    kw = dict(
+        reverse=reverse,
+        acts=[[rand_act(rng, True, k == 0) for k in range(3)] for _ in range(D)],
+        lens=lens,
+        P=u(rng, dt, D, 3, H, scale=0.5) if rng.random() < 0.4 else None,
+        clip=float(rng.uniform(0.3, 3)) if rng.random() < 0.3 else None,
+        coupling=[None, None, "input_forget", "cifg"][rng.integers(4)],
+        cell_clip=float(rng.uniform(0.2, 2)) if rng.random() < 0.3 else None,
+        ln=u(rng, dt, D, 4, H) + dt(1) if rng.random() < 0.2 else None,
+    )
+    if proj:
+        kw["proj_W"] = u(rng, dt, D, Hp, H, scale=k)
+        kw["proj_b"] = u(rng, dt, D, Hp, scale=0.2) if rng.random() < 0.5 else None
+        kw["proj_clip"] = float(rng.uniform(0.1, 1)) if rng.random() < 0.4 else None
+    W = u(rng, dt, D, 4 * H, I, scale=k)
+    R = u(rng, dt, D, 4 * H, scale=0.8) if diagonal else u(rng, dt, D, 4 * H, Hp, scale=k)
+    b_x = u(rng, dt, D, 4 * H, scale=k) if rng.random() < 0.7 else None
+    b_h = u(rng, dt, D, 4 * H, scale=k) if rng.random() < 0.7 else None
+    h0 = u(rng, dt, D, B, Hp, scale=0.5)
+    c0 = u(rng, dt, D, B, H, scale=0.5)
+    return (x, W, R, b_x, b_h, h0, c0), kw
+
+
+def random_gru(rng, dt):
+    T, B, I, H, D, reverse, lens, x = common_dims(rng, dt)
+    k = 1.0 / np.sqrt(H)
+    kw = dict(
+        reverse=reverse, acts=[[rand_act(rng, True, k == 0) for k in range(2)] for _ in range(D)], lens=lens,
+        clip=float(rng.uniform(0.3, 3)) if rng.random() < 0.3 else None,
+        linear_before_reset=bool(rng.integers(2)),
+    )
+    args = (x, u(rng, dt, D, 3 * H, I, scale=k), u(rng, dt, D, 3 * H, H, scale=k),
+            u(rng, dt, D, 3 * H, scale=k) if rng.random() < 0.7 else None,
+            u(rng, dt, D, 3 * H, scale=k) if rng.random() < 0.7 else None, u(rng, dt, D, B, H, scale=0.5))
+    return args, kw
+
+
+def random_rnn(rng, dt):
+    T, B, I, H, D, reverse, lens, x = common_dims(rng, dt)
+    k = 1.0 / np.sqrt(H)
+    kw = dict(reverse=reverse, acts=[[rand_act(rng, True)] for _ in range(D)], lens=lens,
+              clip=float(rng.uniform(0.3, 3)) if rng.random() < 0.3 else None)
+    args = (x, u(rng, dt, D, H, I, scale=k), u(rng, dt, D, H, H, scale=k),
+            u(rng, dt, D, H, scale=k) if rng.random() < 0.7 else None,
+            u(rng, dt, D, H, scale=k) if rng.random() < 0.7 else None, u(rng, dt, D, B, H, scale=0.5))
+    return args, kw
+
+
+CELLS = {
+    "lstm": (random_lstm, compiled.run_lstm, lstm_sequence),
+    "gru": (random_gru, compiled.run_gru, gru_sequence),
+    "rnn": (random_rnn, compiled.run_rnn, rnn_sequence),
+}
+
+
+def check(cell: str, seed: int, dt) -> None:
+    make, fast, engine = CELLS[cell]
+    rng = np.random.default_rng(seed)
+    args, kw = make(rng, dt)
+    with compiled.disabled():
+        want = engine(*args, **kw)
+    got = fast(*args, **kw, max_rows=10**6)
+    slack = None
+    if dt == np.float32:  # the problem's conditioning: NumPy float32 against NumPy float64
+        kw64 = {k: (v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype == dt else v) for k, v in kw.items()}
+        with compiled.disabled():
+            want64 = engine(*[None if a is None else a.astype(np.float64) for a in args], **kw64)
+        slack = [float(np.max(np.abs(w.astype(np.float64) - w64), initial=0.0))
+                 for w, w64 in zip(want, want64, strict=True)]
+    label = f"{cell} seed={seed} {np.dtype(dt).name} x{args[0].shape} " + ", ".join(
+        f"{k}={v if not isinstance(v, np.ndarray) else v.shape}" for k, v in kw.items())
+    agree(got, want, dt, label, slack)
+
+
+@settings(max_examples=120, deadline=None)
+@given(cell=st.sampled_from(sorted(CELLS)), seed=st.integers(0, 2**32 - 1),
+       dt=st.sampled_from([np.float32, np.float64]))
+def test_random_configurations_agree_with_numpy(cell, seed, dt):
+    check(cell, seed, dt)
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("cell", sorted(CELLS))
+def test_seeded_configurations(cell, seed):
+    check(cell, 7919 * seed + 11, np.float32 if seed % 2 else np.float64)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_long_sequence_small_batch(dt):
+    """The benchmark regime: T = 300, B = 1, H = 64 (several projection chunks of the input do not matter)."""
+    rng = np.random.default_rng(3)
+    T, I, H = 300, 40, 64
+    k = 1 / np.sqrt(H)
+    x = u(rng, dt, T, 1, I)
+    for direction in ([False], [False, True]):
+        D = len(direction)
+        acts = [[Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh")]] * D
+        args = (x, u(rng, dt, D, 4 * H, I, scale=k), u(rng, dt, D, 4 * H, H, scale=k), u(rng, dt, D, 4 * H, scale=k),
+                None, np.zeros((D, 1, H), dt), np.zeros((D, 1, H), dt))
+        with compiled.disabled():
+            want = lstm_sequence(*args, reverse=direction, acts=acts)
+        agree(compiled.run_lstm(*args, reverse=direction, acts=acts), want, dt, f"T={T} D={D}")
+
+
+def test_declines_outside_its_subset():
+    """None (so the engine runs NumPy) for rounding policies, h_feed, large batches, integer dtypes, and when off."""
+    rng = np.random.default_rng(0)
+    (x, W, R, b_x, b_h, h0, c0), kw = random_lstm(rng, np.float32)
+    args = (x, W, R, b_x, b_h, h0, c0)
+    kw["lens"] = None
+    assert compiled.run_lstm(*args, **kw, policy=FP16) is None
+    assert compiled.run_lstm(*args, **kw, h_feed=lambda h: h) is None
+    assert compiled.run_lstm(*args, **kw, max_rows=0) is None
+    with compiled.disabled():
+        assert compiled.run_lstm(*args, **kw) is None
+        assert not compiled.available()
+    assert compiled.available()
+    xi = x.astype(np.int32)
+    assert compiled.run_lstm(xi, W, R, b_x, b_h, h0, c0, **kw) is None
+    T, B = x.shape[:2]
+    for bad in (np.full(B, T + 1), np.full(B, -1)):  # never index outside the sequence: the engine reports it
+        assert compiled.run_lstm(*args, **{**kw, "lens": bad}) is None
+    assert compiled.run_lstm(*args, **{**kw, "acts": [a[:2] for a in kw["acts"]]}) is None
+
+
+def test_inputs_not_modified():
+    rng = np.random.default_rng(1)
+    args, kw = random_lstm(rng, np.float32)
+    copies = [None if a is None else a.copy() for a in args]
+    compiled.run_lstm(*args, **kw, max_rows=10**6)
+    for a, c in zip(args, copies, strict=True):
+        if a is not None:
+            np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.parametrize("name", ["Sigmoid", "Tanh"])
+def test_float32_transcendentals_accuracy(name):
+    """The kernel's own float32 exp-based sigmoid/tanh, seen through a one-step RNN with R = 0, W = I:
+    within 4 ulp of float64 libm over [-20, 20] (plus exact saturation far out)."""
+    xs = np.concatenate([np.linspace(-20, 20, 40001), [-1e-30, 0.0, 1e-30, -100.0, 100.0, -1e4, 1e4]])
+    n = xs.size
+    x = xs.astype(np.float32).reshape(1, n, 1)
+    W = np.ones((1, 1, 1), np.float32)
+    R = np.zeros((1, 1, 1), np.float32)
+    y, _ = compiled.run_rnn(x, W, R, None, None, np.zeros((1, n, 1), np.float32), reverse=[False],
+                            acts=[[Activation(name)]], max_rows=10**9)
+    with np.errstate(over="ignore"):
+        ref = np.tanh(x.astype(np.float64)) if name == "Tanh" else 1 / (1 + np.exp(-x.astype(np.float64)))
+    y, ref, x = y.astype(np.float64).ravel(), ref.ravel(), x.ravel()
+    normal = np.abs(ref) >= np.finfo(np.float32).tiny  # below it the kernel flushes to 0 (|error| < 1.2e-38)
+    ulp = np.spacing(np.abs(ref[normal]).astype(np.float32)).astype(np.float64)
+    err = np.abs(y[normal] - ref[normal]) / ulp
+    assert err.max() <= 4, f"{name}: max error {err.max():.2f} ulp at x={x[normal][err.argmax()]}"
+    assert np.max(np.abs(y[~normal] - ref[~normal]), initial=0.0) < 1.2e-38
+
+
+EDGE_X = [-1e4, -30.0, -2.0, -1.0, -0.5, -1e-30, 0.0, 1e-30, 0.1, 0.25, 0.5, 0.7, 1.0, 1.5, 3.0, 30.0, 1e4,
+          np.inf, -np.inf, np.nan]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("name,alpha,beta", [(n, 0.7, 0.25) for n, _, _ in ACTS] + [("ThresholdedRelu", 0.5, 0.0),
+                                                                                  ("LeakyRelu", 0.01, 0.0)])
+def test_each_activation_on_edge_values(name, alpha, beta, dt):
+    """Every activation on values at its kinks and limits (x = alpha for ThresholdedRelu, 0, ±inf, NaN),
+    through a one-step RNN with W = 1, R = 0: equal to Activation.apply (NaN where it gives NaN)."""
+    xs = np.array(EDGE_X + [alpha, -alpha], dt)
+    n = xs.size
+    act = Activation(name, alpha, beta)
+    with np.errstate(all="ignore"):
+        want = act(xs).astype(dt)
+        y, _ = compiled.run_rnn(xs.reshape(1, n, 1), np.ones((1, 1, 1), dt), np.zeros((1, 1, 1), dt), None, None,
+                                np.zeros((1, n, 1), dt), reverse=[False], acts=[[act]], max_rows=10**9)
+    got = y.ravel()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{name}: NaN pattern")
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=RTOL[dt] * 4, atol=np.finfo(dt).tiny * 2, err_msg=name)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_lstm_against_naive_float64_reference(seed):
+    """Outside oracle: tests/naive_lstm.py, an independent per-step float64 LSTM written from the specs
+    (peepholes, CIFG / input_forget, cell_clip, projection, layer norm, diagonal R, clip, sequence_lens)."""
+    from naive_lstm import naive_from_config, random_config
+
+    from fusedrnn.cells import parse_activations
+
+    cfg = random_config(np.random.default_rng(20000 + seed))
+    D = 2 if cfg["direction"] == "bidirectional" else 1
+    names = cfg.get("activations") or [("Sigmoid", "Tanh", "Tanh")] * D
+    acts = [parse_activations(list(n)) for n in names]
+    H = cfg["W"].shape[1] // 4
+    Hp = H if cfg.get("proj_W") is None else cfg["proj_W"].shape[1]
+    B = cfg["x"].shape[1]
+    h0 = cfg.get("h0") if cfg.get("h0") is not None else np.zeros((D, B, Hp))
+    c0 = cfg.get("c0") if cfg.get("c0") is not None else np.zeros((D, B, H))
+    got = compiled.run_lstm(
+        cfg["x"], cfg["W"], cfg["R"], cfg.get("b_x"), cfg.get("b_h"), h0, c0,
+        reverse={"forward": [False], "reverse": [True], "bidirectional": [False, True]}[cfg["direction"]],
+        acts=acts, lens=cfg.get("sequence_lens"), P=cfg.get("P"), clip=cfg.get("clip"), coupling=cfg.get("coupling"),
+        cell_clip=cfg.get("cell_clip"), proj_W=cfg.get("proj_W"), proj_b=cfg.get("proj_b"),
+        proj_clip=cfg.get("proj_clip"), ln=cfg.get("layer_norm"), max_rows=10**6)
+    want = naive_from_config(cfg)
+    for name, g, w in zip(("Y", "Y_h", "Y_c"), got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12, err_msg=name)

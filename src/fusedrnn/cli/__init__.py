@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from .convert_cmd import convert
 from .export_cmd import export_vectors
 from .run_cmd import compare, run
 from .targets_cmd import targets
@@ -22,5 +23,6 @@ main.add_command(targets)
 main.add_command(run)
 main.add_command(compare)
 main.add_command(export_vectors)
+main.add_command(convert)
 
 __all__ = ["main"]

@@ -1,0 +1,429 @@
+"""``fusedrnn convert SRC --to FORMAT``: recurrent weights between conventions and files.
+
+Sources (by file suffix):
+
+* ``.onnx``: an LSTM / GRU / RNN node with initializer weights (``--node NAME`` picks one of several);
+* ``.pt`` / ``.pth``: a PyTorch state dict (``torch.load(weights_only=True)``; the kind and sizes come from the
+  ``weight_ih_l0`` ... keys: gate count = rows of ``weight_hh_l0`` / its columns (or 4 with ``weight_hr_l0``),
+  ``num_layers`` and ``_reverse`` from the keys; ``--node PREFIX`` picks one module of a larger model's state dict)
+  or a saved ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` (only these classes are allowed to unpickle);
+* ``.keras``: a Keras 3 model (``KERAS_BACKEND`` torch by default) with one ``LSTM`` / ``GRU`` / ``SimpleRNN`` /
+  ``Bidirectional`` layer (``--node NAME`` picks one);
+* ``.tflite``: the recurrent op of a LiteRT model (``--node INDEX`` picks the op), weights dequantized.
+
+Formats: ``onnx`` (a single-node model), ``torch`` (a state dict .pt), ``keras`` (a .keras model), ``quark``
+(an ExtendedLSTM ONNX model, ``--calibration``), the ``mli2-*`` / ``mli1-*`` targets (a C header of the
+quantized weights in MLI's layout and every quantization parameter, ``--calibration``) and ``zdnn`` (the
+stickified weight and bias ztensors as a C header, or a ``.bin`` of the buffers with a ``.json`` manifest).
+
+Calibration (``--calibration NPZ|NPY``): input sequences in the source's layout ([T, B, I]; [B, T, I] for a
+batch-first source such as Keras): the npz's only array, or its array ``X`` / ``x`` / ``input``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import click
+import numpy as np
+
+from .. import targets as registry
+from ..errors import FusedRNNError
+from .common import CLIError, delayed_progress
+
+FILE_FORMATS = {"onnx": ".onnx", "torch": ".pt", "keras": ".keras", "quark": ".onnx", "zdnn": ".h"}
+SOURCE_SUFFIXES = (".onnx", ".pt", ".pth", ".keras", ".tflite")
+_TORCH_KEY = re.compile(r"^(?P<prefix>.*?)(?P<base>weight_ih|weight_hh|weight_hr|bias_ih|bias_hh)_l(?P<k>\d+)"
+                        r"(?P<rev>_reverse)?$")
+
+
+def mli_formats() -> list[str]:
+    return [t.name for t in registry.list() if t.family == "mli"]
+
+
+def formats() -> list[str]:
+    return [*FILE_FORMATS, *mli_formats()]
+
+
+# ---- sources --------------------------------------------------------------------------------------------------
+def load_source(path: Path, node: str | None = None, nonlinearity: str = "tanh"):
+    """(layer or Stack, description) of the recurrent weights in ``path``."""
+    suffix = path.suffix.lower()
+    if suffix == ".onnx":
+        return _from_onnx(path, node)
+    if suffix in (".pt", ".pth"):
+        return _from_torch(path, node, nonlinearity)
+    if suffix == ".keras":
+        return _from_keras(path, node)
+    if suffix == ".tflite":
+        return _from_tflite(path, node)
+    raise CLIError(f"SRC: unknown model file type {path.suffix or '(no suffix)'!r} of {path}; expected one of "
+                   f"{', '.join(SOURCE_SUFFIXES)}")
+
+
+def _pick(found: dict, node: str | None, what: str, option: str = "--node"):
+    if node is not None:
+        if node not in found:
+            raise CLIError(f"{option}: no {what} called {node!r}; found {', '.join(map(repr, found)) or 'none'}")
+        return node, found[node]
+    if len(found) != 1:
+        names = ", ".join(map(repr, found))
+        raise CLIError(f"SRC: expected one {what}, found {len(found)}" + (f" ({names}); pick one with {option}"
+                                                                          if found else ""))
+    return next(iter(found.items()))
+
+
+def _from_onnx(path: Path, node_name: str | None):
+    import onnx
+    from onnx import numpy_helper
+
+    from ..frontends.onnx_node import _batch_major_wrapped
+    from ..layers import RecurrentLayer
+
+    try:
+        model = onnx.load(os.fspath(path))
+    except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError, OSError, ...
+        raise CLIError(f"SRC: {path} is not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+    rec = [n for n in model.graph.node if n.op_type in ("LSTM", "GRU", "RNN") and n.domain in ("", "ai.onnx")]
+    others = [n for n in model.graph.node if n.op_type in ("ExtendedLSTM", "DynamicQuantizeLSTM")]
+    found = {n.name or f"{n.op_type}#{k}": n for k, n in enumerate(rec)}
+    if not found and others:
+        raise CLIError(f"SRC: {others[0].domain}::{others[0].op_type} nodes are not a convert source yet (their "
+                       f"weights are quantized); convert the float model instead")
+    name, node = _pick(found, node_name, "LSTM/GRU/RNN node")
+    inits = {t.name: t for t in model.graph.initializer}
+    arrays = {}
+    for slot, inp in zip(("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"), node.input,
+                         strict=False):
+        if inp and slot in ("W", "R", "B", "P"):
+            if inp not in inits:
+                raise CLIError(f"SRC: input {slot} ({inp!r}) of node {name!r} is not an initializer; only constant "
+                               f"weights can be converted")
+            arrays[slot] = numpy_helper.to_array(inits[inp])
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    attrs = {k: (v.decode() if isinstance(v, bytes) else [x.decode() for x in v]
+                 if isinstance(v, list) and v and isinstance(v[0], bytes) else v) for k, v in attrs.items()}
+    if _batch_major_wrapped(model, node):
+        attrs["layout"] = 1
+    cls = {"LSTM": "LSTM", "GRU": "GRU", "RNN": "RNN"}[node.op_type]
+    from .. import layers
+
+    layer = getattr(layers, cls).from_onnx(arrays["W"], arrays["R"], arrays.get("B"), arrays.get("P"), **attrs)
+    assert isinstance(layer, RecurrentLayer)
+    return layer, f"ONNX {node.op_type} node {name!r}"
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise CLIError("SRC: reading .pt files needs PyTorch (pip install fusedrnn[torch])") from None
+    return torch
+
+
+def _from_torch(path: Path, prefix: str | None, nonlinearity: str):
+    torch = _torch()
+    nn = torch.nn
+    allowed = [nn.LSTM, nn.GRU, nn.RNN, nn.LSTMCell, nn.GRUCell, nn.RNNCell]
+    try:
+        with torch.serialization.safe_globals(allowed):
+            obj = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - pickle errors of every kind
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CLIError(f"SRC: {path} cannot be loaded with torch.load(weights_only=True): {first} (save the "
+                       f"module's state_dict() instead)") from None
+    from ..frontends.torch import from_torch
+
+    if isinstance(obj, nn.Module):
+        return from_torch(obj), f"PyTorch {type(obj).__name__}"
+    if not isinstance(obj, dict):
+        raise CLIError(f"SRC: expected a state dict or an nn.LSTM/GRU/RNN in {path}, got {type(obj).__name__}")
+    groups: dict[str, dict] = {}
+    for key, value in obj.items():
+        m = _TORCH_KEY.match(str(key))
+        if m and isinstance(value, torch.Tensor):
+            groups.setdefault(m["prefix"].rstrip("."), {})[m["base"] + "_l" + m["k"] + (m["rev"] or "")] = value
+    groups = {k: v for k, v in groups.items() if "weight_ih_l0" in v}
+    if not groups:
+        raise CLIError(f"SRC: no recurrent weights (weight_ih_l0, weight_hh_l0, ...) in the state dict {path}")
+    name, sd = _pick(groups, prefix, "recurrent module in the state dict", "--node")
+    module = _torch_module(torch, sd, nonlinearity, name or "state dict")
+    return from_torch(module), f"PyTorch state dict{' ' + repr(name) if name else ''} ({type(module).__name__})"
+
+
+def _torch_module(torch, sd: dict, nonlinearity: str, where: str):
+    """The nn.LSTM / GRU / RNN whose state dict is ``sd`` (keys without prefix)."""
+    L = 1 + max(int(k.rsplit("_l", 1)[1].split("_")[0]) for k in sd)
+    bidir = any(k.endswith("_reverse") for k in sd)
+    wih, whh = sd["weight_ih_l0"], sd.get("weight_hh_l0")
+    if whh is None or wih.ndim != 2 or whh.ndim != 2:
+        raise CLIError(f"SRC: {where}: expected 2-D weight_ih_l0 and weight_hh_l0")
+    proj = 0
+    if "weight_hr_l0" in sd:
+        proj, H = sd["weight_hr_l0"].shape
+        G = wih.shape[0] // H
+    else:
+        H = whh.shape[1]
+        G = whh.shape[0] // H if H else 0
+    kinds = {4: torch.nn.LSTM, 3: torch.nn.GRU, 1: torch.nn.RNN}
+    if G not in kinds or G * H != wih.shape[0] or (proj and G != 4):
+        raise CLIError(f"SRC: {where}: weight_ih_l0 {tuple(wih.shape)} and weight_hh_l0 {tuple(whh.shape)} are not "
+                       f"the weights of an nn.LSTM, nn.GRU or nn.RNN")
+    kw = dict(input_size=wih.shape[1], hidden_size=H, num_layers=L, bias="bias_ih_l0" in sd, bidirectional=bidir)
+    if G == 4:
+        kw["proj_size"] = proj
+    if G == 1:
+        kw["nonlinearity"] = nonlinearity
+    module = kinds[G](**kw)
+    try:
+        module.load_state_dict({k: v.to(torch.float32) if v.dtype != torch.float64 else v for k, v in sd.items()},
+                               strict=True)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()
+        raise CLIError(f"SRC: {where}: the state dict does not fit {type(module).__name__}({kw}): "
+                       f"{' '.join(first[:3])}") from None
+    if any(v.dtype == torch.float64 for v in sd.values()):
+        module = module.double()
+        module.load_state_dict(sd, strict=True)
+    return module
+
+
+def _keras():
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    try:
+        import keras
+    except ImportError:
+        raise CLIError("reading or writing .keras files needs Keras 3 (pip install fusedrnn[keras])") from None
+    return keras
+
+
+def _keras_recurrent(keras, model) -> dict:
+    kinds = (keras.layers.LSTM, keras.layers.GRU, keras.layers.SimpleRNN, keras.layers.Bidirectional,
+             keras.layers.RNN)
+    found: dict = {}
+
+    def walk(layer):
+        if isinstance(layer, kinds):
+            found[layer.name] = layer
+        elif hasattr(layer, "layers"):
+            for sub in layer.layers:
+                walk(sub)
+
+    walk(model)
+    return found
+
+
+def _from_keras(path: Path, name: str | None):
+    keras = _keras()
+    try:
+        model = keras.saving.load_model(os.fspath(path), compile=False, safe_mode=True)
+    except Exception as exc:  # noqa: BLE001 - zip, json and deserialisation errors
+        raise CLIError(f"SRC: {path} is not a loadable .keras model ({type(exc).__name__}: "
+                       f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''})") from None
+    layer_name, layer = _pick(_keras_recurrent(keras, model), name, "Keras recurrent layer")
+    from ..frontends.keras import from_keras
+
+    return from_keras(layer), f"Keras {type(layer).__name__} {layer_name!r}"
+
+
+def _from_tflite(path: Path, node: str | None):
+    try:
+        from ..litert import layer_from_tflite, load
+    except ImportError:
+        raise CLIError("SRC: .tflite sources are not supported yet (fusedrnn.litert is not available)") from None
+    model = load(path)
+    n = len(model.ops)
+    if node is None and n != 1:
+        raise CLIError(f"SRC: expected one recurrent op in {path}, found {n}" +
+                       (f"; pick one with --node INDEX (0 to {n - 1})" if n else ""))
+    try:
+        index = 0 if node is None else int(node)
+    except ValueError:
+        raise CLIError(f"--node: a .tflite source takes the recurrent op's index (0 to {n - 1}), got {node!r}") \
+            from None
+    if not 0 <= index < n:
+        raise CLIError(f"--node: the model has {n} recurrent op(s); expected an index 0 to {n - 1}, got {index}")
+    return layer_from_tflite(None, model, index), f"LiteRT op {index}"
+
+
+# ---- calibration ----------------------------------------------------------------------------------------------
+def load_calibration(path: Path) -> np.ndarray:
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"--calibration: {path} is not a readable .npz / .npy file ({exc})") from None
+    if isinstance(data, np.ndarray):
+        a = data
+    else:
+        with data:
+            names = list(data.files)
+            key = names[0] if len(names) == 1 else next((n for n in ("X", "x", "input") if n in names), None)
+            if key is None:
+                raise CLIError(f"--calibration: expected one array (or one called X, x or input) in {path}, found "
+                               f"{', '.join(names) or 'none'}")
+            a = data[key]
+    if a.ndim != 3 or a.dtype.kind != "f":
+        raise CLIError(f"--calibration: expected float input sequences of rank 3, got {a.dtype} {a.shape}")
+    return np.asarray(a, np.float32)
+
+
+# ---- writers --------------------------------------------------------------------------------------------------
+def _single(layer, fmt: str):
+    from ..layers import Stack
+
+    if isinstance(layer, Stack):
+        raise CLIError(f"--to {fmt}: the source is a stack of {len(layer)} layers; {fmt} output holds one "
+                       f"recurrent layer (torch, mli* and zdnn take stacks)")
+    return layer
+
+
+def _write_onnx(layer, out: Path) -> None:
+    import onnx
+
+    onnx.save(_single(layer, "onnx").to_onnx_model(), os.fspath(out))
+
+
+def _write_torch(layer, out: Path) -> None:
+    torch = _torch()
+    torch.save(layer.to_torch().state_dict(), os.fspath(out))
+
+
+def _write_keras(layer, out: Path) -> None:
+    import copy
+
+    layer = _single(layer, "keras")
+    if layer.merge == "stack" and layer.num_directions == 1:  # the output layout, not a weight
+        layer = copy.copy(layer)
+        layer.merge = "concat"
+    keras = _keras()
+    klayer = layer.to_keras()
+    model = keras.Sequential([keras.Input(shape=(None, layer.input_size)), klayer])
+    model.save(os.fspath(out))
+
+
+def _write_quark(layer, out: Path, cal) -> str:
+    try:
+        from ..quark import convert
+    except ImportError:
+        raise CLIError("--to quark: not supported yet (fusedrnn.quark is not available)") from None
+    import onnx
+
+    conv = convert(_single(layer, "quark"), cal)
+    onnx.save(conv.model, os.fspath(out))
+    return str(conv.report)
+
+
+def _write_c(export, out: Path, guard_base: str) -> None:
+    guard = "FUSEDRNN_" + re.sub(r"[^A-Za-z0-9]", "_", guard_base).upper() + "_H"
+    out.write_text(export.header(guard), encoding="ascii")
+
+
+def _write_zdnn_bin(export, out: Path) -> Path:
+    """Buffers back to back (each a multiple of 4096 bytes) and a JSON manifest next to them."""
+    manifest, offset = {"format": "fusedrnn zdnn ztensor buffers", "ztensors": []}, 0
+    with open(out, "wb") as f:
+        for name, zt in export.ztensors.items():
+            data = np.asarray(zt.buffer, np.uint8).tobytes()
+            f.write(data)
+            desc = {}
+            for which, d in (("pre_transformed_desc", zt.pre_transformed_desc),
+                             ("transformed_desc", zt.transformed_desc)):
+                desc[which] = {"layout": int(d.layout), "format": int(d.format), "type": int(d.type),
+                               "dims": [int(x) for x in d.dims]}
+            manifest["ztensors"].append({"name": name, "offset": offset, "bytes": len(data), **desc,
+                                         "concat_info": export.defines[f"{name.upper()}_CONCAT_INFO"]})
+            offset += len(data)
+    side = out.with_suffix(out.suffix + ".json")
+    side.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return side
+
+
+# ---- the command ----------------------------------------------------------------------------------------------
+@click.command("convert")
+@click.argument("src", metavar="SRC", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--to", "fmt", required=True, metavar="FORMAT",
+              help="onnx, torch, keras, quark, zdnn, or an MLI target (mli2-sa8, mli2-fx16, mli2-fx16_fx8_fx8, "
+                   "mli1-fx16, mli1-fx8, mli1-fx8w16d).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
+              help="Output file (default: SRC's name with the format's suffix; zdnn: .h, or .bin for raw buffers).")
+@click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
+              help="Input sequences to choose the quantization from (mli*, quark): [T, B, I], [B, T, I] for a "
+                   "batch-first source; the npz's only array or its array X.")
+@click.option("--node", metavar="NAME", help="Which recurrent node (ONNX node name, Keras layer name, state dict "
+                                             "prefix, .tflite op index) when SRC has several.")
+@click.option("--nonlinearity", type=click.Choice(["tanh", "relu"]), default="tanh", show_default=True,
+              help="The nn.RNN nonlinearity of a state dict (it is not stored in the weights).")
+def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, node: str | None,
+            nonlinearity: str) -> None:
+    """Convert the recurrent weights in SRC (.onnx, .pt, .keras, .tflite) to FORMAT: a model file (onnx,
+    torch, keras, quark) or a C header for an accelerator program (mli2-*, mli1-*: quantized weights and every
+    quantization parameter; zdnn: stickified ztensor buffers and descriptors)."""
+    fmt = fmt.lower()
+    if fmt not in formats():
+        raise CLIError(f"--to: unknown format {fmt!r}; expected one of {', '.join(formats())}")
+    if not src.is_file():
+        raise CLIError(f"SRC: no such file: {src}")
+    if calibration is not None and not calibration.is_file():
+        raise CLIError(f"--calibration: no such file: {calibration}")
+    needs_cal = fmt == "quark" or fmt in mli_formats()
+    if needs_cal and calibration is None:
+        raise CLIError(f"--calibration: --to {fmt} quantizes the weights and needs calibration inputs (an npz of "
+                       f"input sequences)")
+    suffix = FILE_FORMATS.get(fmt, ".h")
+    if out is None:
+        out = src.with_suffix(suffix)
+        if out.resolve() == src.resolve():
+            out = src.with_name(f"{src.stem}_converted{suffix}")
+    elif out.resolve() == src.resolve():
+        raise CLIError(f"--out: {out} is SRC; choose another file")
+    if fmt == "keras" and out.suffix != ".keras":
+        raise CLIError(f"--out: Keras saves .keras files; got {out.name!r}")
+    if fmt == "zdnn" and out.suffix not in (".h", ".bin"):
+        raise CLIError(f"--out: zdnn writes a C header (.h) or raw buffers (.bin); got {out.name!r}")
+    if fmt in mli_formats() and out.suffix != ".h":
+        raise CLIError(f"--out: {fmt} writes a C header (.h); got {out.name!r}")
+    if out.parent and not out.parent.is_dir():
+        raise CLIError(f"--out: no such folder: {out.parent}")
+    extra = ""
+    with delayed_progress("converting", 3) as steps:
+        try:
+            steps.begin("reading")
+            layer, what = load_source(src, node, nonlinearity)
+            steps.advance()
+            cal = load_calibration(calibration) if calibration is not None else None
+            steps.begin(f"to {fmt}")
+            if fmt == "onnx":
+                _write_onnx(layer, out)
+            elif fmt == "torch":
+                _write_torch(layer, out)
+            elif fmt == "keras":
+                _write_keras(layer, out)
+            elif fmt == "quark":
+                extra = _write_quark(layer, out, cal)
+            elif fmt == "zdnn":
+                from ..frontends.c_export import zdnn_export
+
+                export = zdnn_export(layer)
+                if out.suffix == ".bin":
+                    side = _write_zdnn_bin(export, out)
+                    extra = f"descriptors and offsets in {side}"
+                else:
+                    _write_c(export, out, out.stem)
+            else:
+                from ..frontends.c_export import mli_export
+
+                _write_c(mli_export(layer, fmt, cal), out, out.stem)
+            steps.advance()
+        except FusedRNNError as exc:
+            raise CLIError(f"--to {fmt}: {exc}") from None
+        except OSError as exc:
+            raise CLIError(f"--out: cannot write {out} ({exc.strerror or exc})") from None
+    click.echo(f"wrote {out} ({fmt}) from {what} in {src.name}")
+    if extra:
+        click.echo(extra)
+
+
+__all__ = ["convert", "formats", "load_calibration", "load_source"]

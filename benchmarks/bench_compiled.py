@@ -2,7 +2,8 @@
 
     python -m benchmarks.bench_compiled                    # S1 and S4; LSTM uni, LSTM bidirectional, GRU
     python -m benchmarks.bench_compiled --quick --sweep    # + batch sweep (where the compiled loop stops paying)
-    OPENBLAS_NUM_THREADS=1 python -m benchmarks.bench_compiled --threads 1
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.bench_compiled --threads 1                     # every library on 1 core
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.bench_compiled --threads 1 --kernel-threads 2  # bidir on 2 threads
 
 Every implementation runs one full sequence per call through its public entry point: ``fusedrnn.ops.lstm`` /
 ``ops.gru`` with the compiled loop switched off ("numpy") and on ("compiled"), an onnxruntime session of the
@@ -104,6 +105,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="S1,S4", help="comma list of " + ",".join(SHAPES))
     ap.add_argument("--peers", default="ORT,torch", help="comma list of ORT,torch (empty: fusedrnn only)")
     ap.add_argument("--threads", type=int, metavar="N", help="limit numpy BLAS, ORT and torch to N threads")
+    ap.add_argument("--kernel-threads", type=int, metavar="N",
+                    help="threads of the compiled kernel (2: a bidirectional call runs its directions at once; "
+                         "default: --threads when given, else the kernel's default)")
     ap.add_argument("--sweep", action="store_true",
                     help="also time LSTM forward at S1 sizes for B = 1..32, numpy vs compiled (compiled.MAX_ROWS)")
     a = ap.parse_args(argv)
@@ -116,6 +120,10 @@ def main(argv=None) -> int:
     peers = [x.strip() for x in a.peers.split(",") if x.strip()]
     if a.threads is not None:
         print(set_threads(a.threads))
+    kt = a.kernel_threads if a.kernel_threads is not None else a.threads
+    if kt is not None:
+        compiled.set_threads(kt)
+    print(f"compiled kernel threads: {compiled.threads()}")
     f = machine_facts()
     print(f"CPU {f['cpu']} ({f['cpus_usable']} usable); numpy {f['numpy']} {f['numpy_blas']}")
     print(f"onnxruntime {f['onnxruntime']}; torch {f['torch']}; env {f['env']}; load average {f['load_average']}")

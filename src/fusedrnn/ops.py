@@ -69,11 +69,19 @@ def _attributes(cell: str, given: dict) -> dict:
     return {**_ATTRS[cell], **given}
 
 
+_DEFAULT_ACTS: dict = {}
+
+
 def onnx_activations(cell: str, names, alpha, beta, D: int, defaults: str = "ort") -> list[list[Activation]]:
     """Resolve ONNX ``activations`` / ``activation_alpha`` / ``activation_beta`` into per-direction lists
     (None names: the defaults). An RNN of one direction accepts the schema default's two names and uses the
     first, as onnxruntime does."""
     n = len(DEFAULT_ACTIVATIONS[cell])
+    if names is None and alpha is None and beta is None and isinstance(defaults, str):  # resolved once per key
+        key = (cell, D, defaults)
+        if key not in _DEFAULT_ACTS:
+            _DEFAULT_ACTS[key] = onnx_activations(cell, list(DEFAULT_ACTIVATIONS[cell]) * D, None, None, D, defaults)
+        return [list(a) for a in _DEFAULT_ACTS[key]]
     if names is None:
         names = list(DEFAULT_ACTIVATIONS[cell]) * D
     else:
@@ -136,12 +144,12 @@ def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attr
     if B is not None:
         B = as_float_array(B, "B")
         check_shape(B, (D, 2 * G * H), "B", f"[num_directions, {2 * G}*hidden_size]")
-        b_x = conventions.to_canonical(B[:, : G * H].astype(dt), cell, "onnx", axis=1)
-        b_h = conventions.to_canonical(B[:, G * H :].astype(dt), cell, "onnx", axis=1)
+        b_x = conventions.to_canonical(B[:, : G * H].astype(dt, copy=False), cell, "onnx", axis=1)
+        b_h = conventions.to_canonical(B[:, G * H :].astype(dt, copy=False), cell, "onnx", axis=1)
     arrays = dict(
         x=np.ascontiguousarray(x, dtype=dt),
-        W=np.ascontiguousarray(conventions.to_canonical(W.astype(dt), cell, "onnx", axis=1)),
-        R=np.ascontiguousarray(conventions.to_canonical(R.astype(dt), cell, "onnx", axis=1)),
+        W=np.ascontiguousarray(conventions.to_canonical(W.astype(dt, copy=False), cell, "onnx", axis=1)),
+        R=np.ascontiguousarray(conventions.to_canonical(R.astype(dt, copy=False), cell, "onnx", axis=1)),
         b_x=b_x,
         b_h=b_h,
         h0=state(initial_h, "initial_h"),
@@ -151,7 +159,7 @@ def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attr
         if P is not None:
             P = as_float_array(P, "P")
             check_shape(P, (D, 3 * H), "P", "[num_directions, 3*hidden_size] (order i, o, f)")
-            arrays["P"] = np.ascontiguousarray(P.astype(dt).reshape(D, 3, H)[:, [0, 2, 1]])  # -> i, f, o
+            arrays["P"] = np.ascontiguousarray(P.astype(dt, copy=False).reshape(D, 3, H)[:, [0, 2, 1]])  # -> i, f, o
     options = dict(
         reverse=reverse,
         acts=onnx_activations(cell, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], D,

@@ -10,7 +10,18 @@ all ONNX activations with alpha/beta, both GRU linear_before_reset forms), float
 """
 
 from ._build import library_path, unavailable_reason
-from .driver import MAX_ROWS, available, disabled, is_enabled, run_gru, run_lstm, run_rnn, set_enabled
+from .driver import (
+    MAX_ROWS,
+    available,
+    disabled,
+    is_enabled,
+    run_gru,
+    run_lstm,
+    run_rnn,
+    set_enabled,
+    set_threads,
+    threads,
+)
 
 __all__ = [
     "MAX_ROWS",
@@ -22,5 +33,7 @@ __all__ = [
     "run_lstm",
     "run_rnn",
     "set_enabled",
+    "set_threads",
+    "threads",
     "unavailable_reason",
 ]

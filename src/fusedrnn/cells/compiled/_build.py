@@ -32,9 +32,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("_kernel.c", "_kernel_body.h")
-ABI_VERSION = 2
+ABI_VERSION = 3
 FLAG_SETS = (("-O3", "-march=native"), ("-O3",))
-COMMON_FLAGS = ("-std=gnu11", "-shared", "-fPIC", "-fno-math-errno")
+COMMON_FLAGS = ("-std=gnu11", "-shared", "-fPIC", "-fno-math-errno", "-pthread")
 
 _lock = threading.Lock()
 _state: dict = {"lib": None, "tried": False, "reason": None, "path": None}

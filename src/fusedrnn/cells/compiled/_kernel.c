@@ -11,6 +11,7 @@
  * float32 Sigmoid / Tanh use the vectorised approximations below (<= ~2 ulp); everything else uses libm.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ typedef struct {
     void *h;                        /* [D, B, Hp] hidden state, updated */
     void *c;                        /* [D, B, H] LSTM cell state, updated */
     void *Y;                        /* [T, D, B, Hp] output */
+    int32_t threads;                /* >= 2: a bidirectional chunk runs its two directions on two threads */
 } rnn_args;
 
 #define PAD(n, v) (((n) + (v) - 1) / (v) * (v))
@@ -154,4 +156,4 @@ static inline double f64_hsum(vd a) { double s = 0; for (int l = 0; l < VD; l++)
 #define EXP exp
 #include "_kernel_body.h"
 
-int fusedrnn_abi_version(void) { return 2; }
+int fusedrnn_abi_version(void) { return 3; }

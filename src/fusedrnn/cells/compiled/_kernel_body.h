@@ -79,122 +79,191 @@ static void SFX(layer_norm)(REAL *v, int H, const REAL *w, const REAL *bias) {
     if (bias) for (int j = 0; j < H; j++) v[j] += bias[j];
 }
 
-static size_t SFX(work_bytes)(const rnn_args *a) {
-    long Hq = PAD(a->H, VL), Hpq = PAD(a->Hp, VL);
-    long n = 4 * Hq + (long)a->D * a->B * (Hpq + Hq) + 3 * Hq + Hpq;
-    return (size_t)n * sizeof(REAL);
+/* Packed recurrent matrix for gemv_packed: Rm [N, K] row-major -> P [ceil(N/NB)][K][NB] (rows beyond N are 0),
+ * so a block of NB output units is one contiguous stream and needs no horizontal sums. */
+#define NBK (8 * VL)
+static void SFX(pack)(const REAL *Rm, int N, int K, REAL *P) {
+    for (int j0 = 0; j0 < N; j0 += NBK) {
+        REAL *p = P + (long)j0 * K;
+        const int nq = N - j0 < NBK ? N - j0 : NBK;
+        for (int k0 = 0; k0 < K; k0 += 8) {  /* 8 x nq tiles: the 8 destination rows stay in L1 */
+            const int k1 = K - k0 < 8 ? K : k0 + 8;
+            for (int q = 0; q < nq; q++) {
+                const REAL *r = Rm + (long)(j0 + q) * K;
+                for (int k = k0; k < k1; k++) p[(long)k * NBK + q] = r[k];
+            }
+        }
+        for (int q = nq; q < NBK; q++)
+            for (int k = 0; k < K; k++) p[(long)k * NBK + q] = 0;
+    }
 }
 
-int SFX(run)(const rnn_args *a) {
-    const int D = a->D, B = a->B, H = a->H, Hp = a->Hp, G = a->G, GH = a->G * a->H;
+/* out[j] = Σ_k P(j, k) · h[k], j < PAD(N, NBK) (out has that room): eight vector accumulators per block of NBK
+ * output units, k ascending (one multiply-add chain per unit). */
+static void SFX(gemv_packed)(const REAL *P, int N, int K, const REAL *h, REAL *out) {
+    for (int j0 = 0; j0 < N; j0 += NBK) {
+        const REAL *p = P + (long)j0 * K;
+        VEC a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
+        for (int k = 0; k < K; k++, p += NBK) {
+            VEC hv = (VEC){0} + h[k];
+            a0 += *(const VEC *)(p + 0 * VL) * hv; a1 += *(const VEC *)(p + 1 * VL) * hv;
+            a2 += *(const VEC *)(p + 2 * VL) * hv; a3 += *(const VEC *)(p + 3 * VL) * hv;
+            a4 += *(const VEC *)(p + 4 * VL) * hv; a5 += *(const VEC *)(p + 5 * VL) * hv;
+            a6 += *(const VEC *)(p + 6 * VL) * hv; a7 += *(const VEC *)(p + 7 * VL) * hv;
+        }
+        VEC *o = (VEC *)(out + j0);
+        o[0] = a0; o[1] = a1; o[2] = a2; o[3] = a3; o[4] = a4; o[5] = a5; o[6] = a6; o[7] = a7;
+    }
+}
+
+/* The whole chunk of steps [s0, s1) of direction d (directions are independent: one may run on its own thread).
+ * Work memory is allocated here, 64-byte aligned; returns 0, or -1 when it cannot be allocated. */
+static int SFX(run_dir)(const rnn_args *a, int d) {
+    const int B = a->B, H = a->H, Hp = a->Hp, G = a->G, GH = a->G * a->H, D = a->D;
     const long Hq = PAD(H, VL), Hpq = PAD(Hp, VL);
-    const size_t nwork = SFX(work_bytes)(a);
-    REAL *acc = (REAL *)malloc(nwork);        /* [G, Hq] gate pre-activations / activations */
-    if (!acc) return -1;
-    memset(acc, 0, nwork);
-    REAL *hs = acc + 4 * Hq;                   /* [D, B, Hpq] hidden states */
-    REAL *cs = hs + (long)D * B * Hpq;         /* [D, B, Hq] cell states */
-    REAL *m = cs + (long)D * B * Hq;           /* [Hq] LSTM o·h(c), GRU r ⊙ h / candidate */
-    REAL *t1 = m + Hq;                         /* [Hq] */
-    REAL *t2 = t1 + Hq;                        /* [Hq] */
-    REAL *hn = t2 + Hq;                        /* [Hpq] new hidden state */
-    const REAL *h_in = (const REAL *)a->h;
-    const REAL *c_in = (const REAL *)a->c;
-    for (long r = 0; r < (long)D * B; r++) {
+    const int Gr = (a->kind == KIND_GRU && !a->lbr) ? 2 : G;  /* gates whose recurrent term needs no r first */
+    const long np = a->diagonal ? 0 : PAD((long)Gr * H, NBK) * Hp;
+    const long nnp = (a->kind == KIND_GRU && !a->lbr) ? PAD((long)H, NBK) * H : 0;
+    const long ntmp = PAD((long)G * H, NBK) + NBK;
+    const long n = 4 * Hq + (long)B * (Hpq + Hq) + 3 * Hq + Hpq + ntmp + np + nnp;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, (size_t)n * sizeof(REAL)) != 0) return -1;
+    REAL *acc = (REAL *)mem;
+    memset(acc, 0, (size_t)n * sizeof(REAL));
+    REAL *Rp = acc;                          /* packed [Gr*H, Hp] recurrent rows (first: 64-byte aligned) */
+    REAL *Rnp = Rp + np;                     /* packed GRU candidate rows [H, H] */
+    REAL *tmp = Rnp + nnp;                   /* [PAD(G*H, NBK)] packed-GEMV output */
+    acc = tmp + ntmp;                        /* [G, Hq] gate pre-activations / activations */
+    REAL *hs = acc + 4 * Hq;                 /* [B, Hpq] hidden states */
+    REAL *cs = hs + (long)B * Hpq;           /* [B, Hq] cell states */
+    REAL *m = cs + (long)B * Hq;             /* [Hq] LSTM o·h(c), GRU r ⊙ h / candidate */
+    REAL *t1 = m + Hq;                       /* [Hq] */
+    REAL *t2 = t1 + Hq;                      /* [Hq] */
+    REAL *hn = t2 + Hq;                      /* [Hpq] new hidden state */
+    (void)t2;
+    const REAL *Rd = (const REAL *)a->R + (a->diagonal ? (long)d * GH : (long)d * GH * Hp);
+    if (!a->diagonal) SFX(pack)(Rd, Gr * H, Hp, Rp);
+    if (nnp) SFX(pack)(Rd + 2L * H * Hp, H, H, Rnp);
+    const REAL *h_in = (const REAL *)a->h + (long)d * B * Hp;
+    const REAL *c_in = a->kind == KIND_LSTM ? (const REAL *)a->c + (long)d * B * H : NULL;
+    for (long r = 0; r < B; r++) {
         memcpy(hs + r * Hpq, h_in + r * Hp, sizeof(REAL) * Hp);
-        if (a->kind == KIND_LSTM) memcpy(cs + r * Hq, c_in + r * H, sizeof(REAL) * H);
+        if (c_in) memcpy(cs + r * Hq, c_in + r * H, sizeof(REAL) * H);
     }
     const REAL *xp = (const REAL *)a->xp;
     REAL *Y = (REAL *)a->Y;
+    const int rev = a->reverse[d];
+    const int *act = a->act + 3 * d;
+    const double *al = a->alpha + 3 * d, *be = a->beta + 3 * d;
     for (int s = a->s0; s < a->s1; s++) {
-        for (int d = 0; d < D; d++) {
-            const int rev = a->reverse[d];
-            const int *act = a->act + 3 * d;
-            const double *al = a->alpha + 3 * d, *be = a->beta + 3 * d;
-            const REAL *Rd = (const REAL *)a->R + (a->diagonal ? (long)d * GH : (long)d * GH * Hp);
-            for (int b = 0; b < B; b++) {
-                const long len = a->lens ? a->lens[b] : a->T;
-                if (s >= len) continue;
-                const long t = rev ? len - 1 - s : s;
-                const REAL *x = xp + (((long)d * a->K + (s - a->s0)) * B + b) * GH;
-                REAL *hp = hs + ((long)d * B + b) * Hpq;
-                REAL *cc = cs + ((long)d * B + b) * Hq;
-                /* recurrent term of the gates that do not need r first, plus the projected input */
-                int Gr = (a->kind == KIND_GRU && !a->lbr) ? 2 : G;
-                for (int q = 0; q < Gr; q++) {
-                    REAL *aq = acc + q * Hq;
-                    if (a->diagonal) for (int u = 0; u < H; u++) aq[u] = Rd[q * H + u] * hp[u];
-                    else SFX(gemv)(Rd + (long)q * H * Hp, H, Hp, hp, aq);
-                }
-                if (a->kind == KIND_LSTM) {
-                    REAL *gi = acc, *gf = acc + Hq, *gg = acc + 2 * Hq, *go = acc + 3 * Hq;
-                    for (int q = 0; q < 4; q++) for (int u = 0; u < H; u++) acc[q * Hq + u] += x[q * H + u];
-                    const REAL *P = a->P ? (const REAL *)a->P + (long)d * 3 * H : NULL;
-                    if (P) for (int u = 0; u < H; u++) { gi[u] += P[u] * cc[u]; gf[u] += P[H + u] * cc[u]; }
-                    const REAL *lw = a->ln_on ? (const REAL *)a->ln + (long)d * 4 * H : NULL;
-                    const REAL *lb = (a->ln_on && a->bh) ? (const REAL *)a->bh + (long)d * 4 * H : NULL;
-                    if (lw) {
-                        for (int q = 0; q < 4; q++) {
-                            if (q == 3 && P) continue;
-                            SFX(layer_norm)(acc + q * Hq, H, lw + q * H, lb ? lb + q * H : NULL);
-                        }
-                    }
-                    SFX(clamp)(gi, 3 * Hq + (P ? 0 : Hq), a->clip);
-                    SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], gi, 2 * Hq);
-                    if (!P) SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], go, Hq);
-                    SFX(activate)(act[1], (REAL)al[1], (REAL)be[1], gg, Hq);
-                    if (a->coupling == COUPLE_INPUT_FORGET) for (int u = 0; u < H; u++) gf[u] = 1 - gi[u];
-                    else if (a->coupling == COUPLE_CIFG) for (int u = 0; u < H; u++) gi[u] = 1 - gf[u];
-                    for (int u = 0; u < H; u++) { REAL ig = gi[u] * gg[u]; REAL fc = cc[u] * gf[u]; cc[u] = fc + ig; }
-                    SFX(clamp)(cc, H, a->cell_clip);
-                    if (P) {
-                        for (int u = 0; u < H; u++) go[u] += P[2 * H + u] * cc[u];
-                        if (lw) SFX(layer_norm)(go, H, lw + 3 * H, lb ? lb + 3 * H : NULL);
-                        SFX(clamp)(go, H, a->clip);
-                        SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], go, Hq);
-                    }
-                    memcpy(m, cc, sizeof(REAL) * Hq);
-                    SFX(activate)(act[2], (REAL)al[2], (REAL)be[2], m, Hq);
-                    for (int u = 0; u < H; u++) m[u] *= go[u];
-                    if (a->projW) {
-                        SFX(gemv)((const REAL *)a->projW + (long)d * Hp * H, Hp, H, m, hn);
-                        if (a->projb) { const REAL *pb = (const REAL *)a->projb + (long)d * Hp; for (int u = 0; u < Hp; u++) hn[u] += pb[u]; }
-                        SFX(clamp)(hn, Hp, a->proj_clip);
-                        memcpy(hp, hn, sizeof(REAL) * Hp);
-                    } else {
-                        memcpy(hp, m, sizeof(REAL) * H);
-                    }
-                } else if (a->kind == KIND_GRU) {
-                    REAL *z = acc, *r = acc + Hq, *nn = acc + 2 * Hq;
-                    for (int q = 0; q < 2; q++) for (int u = 0; u < H; u++) acc[q * Hq + u] += x[q * H + u];
-                    SFX(clamp)(z, 2 * Hq, a->clip);
-                    SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], z, 2 * Hq);
-                    if (a->lbr) {
-                        if (a->bh) { const REAL *bn = (const REAL *)a->bh + (long)d * H; for (int u = 0; u < H; u++) nn[u] += bn[u]; }
-                        for (int u = 0; u < H; u++) nn[u] *= r[u];
-                    } else {
-                        for (int u = 0; u < H; u++) t1[u] = r[u] * hp[u];
-                        SFX(gemv)(Rd + 2L * H * Hp, H, H, t1, nn);
-                    }
-                    for (int u = 0; u < H; u++) nn[u] += x[2 * H + u];
-                    SFX(clamp)(nn, H, a->clip);
-                    SFX(activate)(act[1], (REAL)al[1], (REAL)be[1], nn, Hq);
-                    for (int u = 0; u < H; u++) { REAL dlt = hp[u] - nn[u]; dlt *= z[u]; hp[u] = dlt + nn[u]; }
-                } else {
-                    for (int u = 0; u < H; u++) acc[u] += x[u];
-                    SFX(clamp)(acc, H, a->clip);
-                    SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], acc, Hq);
-                    memcpy(hp, acc, sizeof(REAL) * H);
-                }
-                memcpy(Y + ((t * D + d) * (long)B + b) * Hp, hp, sizeof(REAL) * Hp);
+        for (int b = 0; b < B; b++) {
+            const long len = a->lens ? a->lens[b] : a->T;
+            if (s >= len) continue;
+            const long t = rev ? len - 1 - s : s;
+            const REAL *x = xp + (((long)d * a->K + (s - a->s0)) * B + b) * GH;
+            REAL *hp = hs + (long)b * Hpq;
+            REAL *cc = cs + (long)b * Hq;
+            /* recurrent term of the gates that do not need r first, plus the projected input */
+            if (a->diagonal) {
+                for (int q = 0; q < Gr; q++) for (int u = 0; u < H; u++) acc[q * Hq + u] = Rd[q * H + u] * hp[u];
+            } else {
+                SFX(gemv_packed)(Rp, Gr * H, Hp, hp, tmp);
+                for (int q = 0; q < Gr; q++) memcpy(acc + q * Hq, tmp + (long)q * H, sizeof(REAL) * H);
             }
+            if (a->kind == KIND_LSTM) {
+                REAL *gi = acc, *gf = acc + Hq, *gg = acc + 2 * Hq, *go = acc + 3 * Hq;
+                for (int q = 0; q < 4; q++) for (int u = 0; u < H; u++) acc[q * Hq + u] += x[q * H + u];
+                const REAL *P = a->P ? (const REAL *)a->P + (long)d * 3 * H : NULL;
+                if (P) for (int u = 0; u < H; u++) { gi[u] += P[u] * cc[u]; gf[u] += P[H + u] * cc[u]; }
+                const REAL *lw = a->ln_on ? (const REAL *)a->ln + (long)d * 4 * H : NULL;
+                const REAL *lb = (a->ln_on && a->bh) ? (const REAL *)a->bh + (long)d * 4 * H : NULL;
+                if (lw) {
+                    for (int q = 0; q < 4; q++) {
+                        if (q == 3 && P) continue;
+                        SFX(layer_norm)(acc + q * Hq, H, lw + q * H, lb ? lb + q * H : NULL);
+                    }
+                }
+                SFX(clamp)(gi, 3 * Hq + (P ? 0 : Hq), a->clip);
+                SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], gi, 2 * Hq);
+                if (!P) SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], go, Hq);
+                SFX(activate)(act[1], (REAL)al[1], (REAL)be[1], gg, Hq);
+                if (a->coupling == COUPLE_INPUT_FORGET) for (int u = 0; u < H; u++) gf[u] = 1 - gi[u];
+                else if (a->coupling == COUPLE_CIFG) for (int u = 0; u < H; u++) gi[u] = 1 - gf[u];
+                for (int u = 0; u < H; u++) { REAL ig = gi[u] * gg[u]; REAL fc = cc[u] * gf[u]; cc[u] = fc + ig; }
+                SFX(clamp)(cc, H, a->cell_clip);
+                if (P) {
+                    for (int u = 0; u < H; u++) go[u] += P[2 * H + u] * cc[u];
+                    if (lw) SFX(layer_norm)(go, H, lw + 3 * H, lb ? lb + 3 * H : NULL);
+                    SFX(clamp)(go, H, a->clip);
+                    SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], go, Hq);
+                }
+                memcpy(m, cc, sizeof(REAL) * Hq);
+                SFX(activate)(act[2], (REAL)al[2], (REAL)be[2], m, Hq);
+                for (int u = 0; u < H; u++) m[u] *= go[u];
+                if (a->projW) {
+                    SFX(gemv)((const REAL *)a->projW + (long)d * Hp * H, Hp, H, m, hn);
+                    if (a->projb) { const REAL *pb = (const REAL *)a->projb + (long)d * Hp; for (int u = 0; u < Hp; u++) hn[u] += pb[u]; }
+                    SFX(clamp)(hn, Hp, a->proj_clip);
+                    memcpy(hp, hn, sizeof(REAL) * Hp);
+                } else {
+                    memcpy(hp, m, sizeof(REAL) * H);
+                }
+            } else if (a->kind == KIND_GRU) {
+                REAL *z = acc, *r = acc + Hq, *nn = acc + 2 * Hq;
+                for (int q = 0; q < 2; q++) for (int u = 0; u < H; u++) acc[q * Hq + u] += x[q * H + u];
+                SFX(clamp)(z, 2 * Hq, a->clip);
+                SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], z, 2 * Hq);
+                if (a->lbr) {
+                    if (a->bh) { const REAL *bn = (const REAL *)a->bh + (long)d * H; for (int u = 0; u < H; u++) nn[u] += bn[u]; }
+                    for (int u = 0; u < H; u++) nn[u] *= r[u];
+                } else {
+                    for (int u = 0; u < H; u++) t1[u] = r[u] * hp[u];
+                    SFX(gemv_packed)(Rnp, H, H, t1, tmp);
+                    memcpy(nn, tmp, sizeof(REAL) * H);
+                }
+                for (int u = 0; u < H; u++) nn[u] += x[2 * H + u];
+                SFX(clamp)(nn, H, a->clip);
+                SFX(activate)(act[1], (REAL)al[1], (REAL)be[1], nn, Hq);
+                for (int u = 0; u < H; u++) { REAL dlt = hp[u] - nn[u]; dlt *= z[u]; hp[u] = dlt + nn[u]; }
+            } else {
+                for (int u = 0; u < H; u++) acc[u] += x[u];
+                SFX(clamp)(acc, H, a->clip);
+                SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], acc, Hq);
+                memcpy(hp, acc, sizeof(REAL) * H);
+            }
+            memcpy(Y + ((t * D + d) * (long)B + b) * Hp, hp, sizeof(REAL) * Hp);
         }
     }
-    REAL *h_out = (REAL *)a->h, *c_out = (REAL *)a->c;
-    for (long r = 0; r < (long)D * B; r++) {
+    REAL *h_out = (REAL *)a->h + (long)d * B * Hp;
+    REAL *c_out = a->kind == KIND_LSTM ? (REAL *)a->c + (long)d * B * H : NULL;
+    for (long r = 0; r < B; r++) {
         memcpy(h_out + r * Hp, hs + r * Hpq, sizeof(REAL) * Hp);
-        if (a->kind == KIND_LSTM) memcpy(c_out + r * H, cs + r * Hq, sizeof(REAL) * H);
+        if (c_out) memcpy(c_out + r * H, cs + r * Hq, sizeof(REAL) * H);
     }
-    free(acc);
+    free(mem);
+    return 0;
+}
+
+typedef struct { const rnn_args *a; int d, rc; } SFX(job);
+
+static void *SFX(thread_main)(void *p) {
+    SFX(job) *j = (SFX(job) *)p;
+    j->rc = SFX(run_dir)(j->a, j->d);
+    return NULL;
+}
+
+/* Runs the chunk; with threads >= 2 and two directions, the second direction runs on its own thread. */
+int SFX(run)(const rnn_args *a) {
+    if (a->D == 2 && a->threads >= 2) {
+        pthread_t th;
+        SFX(job) j = {a, 1, 0};
+        if (pthread_create(&th, NULL, SFX(thread_main), &j) == 0) {
+            int rc = SFX(run_dir)(a, 0);
+            pthread_join(th, NULL);
+            return rc != 0 ? rc : j.rc;
+        }
+    }
+    for (int d = 0; d < a->D; d++)
+        if (SFX(run_dir)(a, d) != 0) return -1;
     return 0;
 }

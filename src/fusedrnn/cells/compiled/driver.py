@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -37,7 +38,17 @@ _COUPLING = {None: 0, "input_forget": 1, "cifg": 2}
 _GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 _ACT_SLOTS = {"lstm": 3, "gru": 2, "rnn": 1}
 
-_switch = {"enabled": True}
+def _default_threads() -> int:
+    env = os.environ.get("FUSEDRNN_THREADS", "").strip()
+    n = int(env) if env.isdigit() else 2
+    return max(1, min(n, 2, os.cpu_count() or 1))
+
+
+_switch = {"enabled": True, "threads": _default_threads()}
+
+THREAD_MIN_MACS = 1 << 18
+"""Least recurrent work (multiply-adds per direction and call) for which a bidirectional call runs its second
+direction on a thread of its own (starting one costs ~10-20 µs)."""
 
 
 class _Args(ctypes.Structure):
@@ -55,6 +66,7 @@ class _Args(ctypes.Structure):
         ("lens", ctypes.c_void_p), ("xp", ctypes.c_void_p), ("R", ctypes.c_void_p),
         ("bh", ctypes.c_void_p), ("P", ctypes.c_void_p), ("projW", ctypes.c_void_p), ("projb", ctypes.c_void_p),
         ("ln", ctypes.c_void_p), ("h", ctypes.c_void_p), ("c", ctypes.c_void_p), ("Y", ctypes.c_void_p),
+        ("threads", ctypes.c_int32),
     ]
 
 
@@ -70,6 +82,16 @@ def set_enabled(flag: bool) -> None:
 
 def is_enabled() -> bool:
     return _switch["enabled"]
+
+
+def set_threads(n: int) -> None:
+    """Threads the kernel may use: 2 runs the two directions of a bidirectional call at once, 1 runs them one
+    after the other (default: 2 where the machine has 2 cores; ``$FUSEDRNN_THREADS``)."""
+    _switch["threads"] = max(1, int(n))
+
+
+def threads() -> int:
+    return _switch["threads"]
 
 
 @contextlib.contextmanager
@@ -156,6 +178,7 @@ def _run(lib, kind: str, x, W, R, proj_bias, h0, c0, reverse, acts, lens, *, Hp:
                  clip=-1.0 if clip is None else float(clip),
                  cell_clip=-1.0 if cell_clip is None else float(cell_clip),
                  proj_clip=-1.0 if proj_clip is None else float(proj_clip))
+    args.threads = _switch["threads"] if D == 2 and steps * B * GH * Hp >= THREAD_MIN_MACS else 1
     args.reverse[0] = rev[0]
     args.reverse[1] = rev[-1]
     args.act, args.alpha, args.beta = table

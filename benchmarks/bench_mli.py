@@ -9,10 +9,11 @@ Run from the repository root::
 
 Each case builds one float layer from the benchmark problem (PyTorch-style init, inputs U(-1, 1)), prepares the
 MLI target with the problem's own input as calibration (not timed), and times ``layer(x)`` on the float32 engine
-and on the integer MLI kernels in the same rounds. The issue's goal: ``mli2-sa8`` LSTM on S2 (T=100, B=32,
-I=128, H=256) within 3x of the float32 engine. The paired ratio (median over rounds of mli / fp32) is what to
-read; absolute times on a shared machine are noisy. Exit status 1 when the goal is missed or the MLI result is
-far from float (max |diff| > 0.25, a broken quantization).
+and on the integer MLI kernels in the same rounds (the compiled MLI loops when a C compiler is available;
+``FUSEDRNN_COMPILED=0`` times the NumPy loops). The goal (issue 11): ``mli2-sa8`` LSTM on S2 (T=100, B=32,
+I=128, H=256) and S4 (T=1000, B=1, I=40, H=64) within 2x of the float32 engine. The paired ratio (median over
+rounds of mli / fp32) is what to read; absolute times on a shared machine are noisy. Exit status 1 when the goal
+is missed or the MLI result is far from float (max |diff| > 0.25, a broken quantization).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .bench_float import Out
 from .common import SHAPES, ForeignLoad, interleaved_timing, machine_facts, make_problem
 
 PROFILES = {"default": (5, 30, 8.0), "quick": (3, 8, 2.0)}
-GOAL = {("lstm", "mli2-sa8", "S2"): 3.0}
+GOAL = {("lstm", "mli2-sa8", "S2"): 2.0, ("lstm", "mli2-sa8", "S4"): 2.0}  # issue 11
 
 
 def build_layer(p):

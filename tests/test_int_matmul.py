@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import fusedrnn.numerics.int_matmul as im
 from fusedrnn.errors import AttributeValueError, DTypeError, FusedRNNError, ShapeError, UnsupportedFeatureError
 from fusedrnn.numerics.int_matmul import (
     EXACT_FLOAT32_LIMIT,
@@ -17,6 +18,9 @@ from fusedrnn.numerics.int_matmul import (
     exact_float_dtype,
     int_matmul,
 )
+
+# the module itself (the package attribute fusedrnn.numerics.int_matmul is the function of that name)
+im = importlib.import_module("fusedrnn.numerics.int_matmul")
 
 INT_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64]
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -418,7 +422,8 @@ def test_random_against_oracle(p):
 
 
 @pytest.mark.parametrize("bdt, adt, k", [(np.int8, np.int8, 256), (np.int8, np.uint8, 600), (np.int16, np.int16, 64),
-                                          (np.int32, np.int32, 40), (np.int64, np.int8, 20)])
+                                          (np.int32, np.int32, 40), (np.int64, np.int8, 20),
+                                          (np.int8, np.int8, 1500)])
 def test_intmatrix_matches_oracle(bdt, adt, k):
     rng = np.random.default_rng(k)
     b = rand_int(rng, bdt, (k, 7))
@@ -438,10 +443,32 @@ def test_intmatrix_matches_oracle(bdt, adt, k):
         out = np.empty((rows, 7), np.int32)
         assert m.matmul(a, out=out, overflow="saturate") is out
         np.testing.assert_array_equal(out, reduce(exact, 32, "saturate"))
+        assert m.matmul(a, out=out, out_dtype=np.int32) is out
+        np.testing.assert_array_equal(out, reduce(exact, 32, "wrap"))
+        r32 = m.matmul(a, out_dtype=np.int32, overflow="saturate")
+        assert r32.dtype == np.int32
+        np.testing.assert_array_equal(r32, reduce(exact, 32, "saturate"))
     sums = np.array([sum(int(v) for v in b[:, j]) for j in range(7)], object)
     np.testing.assert_array_equal(m.column_sums, reduce(sums, 64, "wrap"))  # int64 b: documented to wrap
     a1 = rand_int(rng, adt, (k,))
     np.testing.assert_array_equal(m.matmul(a1), reduce(oracle(a1, b), 64, "wrap"))
+
+
+@pytest.mark.parametrize("adt, bdt", [(np.int8, np.int8), (np.uint8, np.int16)])
+def test_large_results(adt, bdt):
+    # results of > 2^16 elements take other conversion paths; NumPy's int64 matmul (exact at these magnitudes,
+    # |sum| < 2^40) is the independent reference here, the explicit-sum oracle being too slow at this size
+    rng = np.random.default_rng(5)
+    a, b = rand_int(rng, adt, (300, 40)), rand_int(rng, bdt, (40, 260))
+    expected = np.matmul(a.astype(np.int64), b.astype(np.int64))
+    np.testing.assert_array_equal(expected[:2, :3], reduce(oracle(a[:2], b[:, :3]), 64, "wrap"))
+    np.testing.assert_array_equal(int_matmul(a, b), expected)
+    m = IntMatrix(b, a_absmax=adt)
+    np.testing.assert_array_equal(m.matmul(a), expected)
+    out = np.empty((300, 260), np.int64)
+    np.testing.assert_array_equal(m.matmul(a, out=out), expected)
+    assert int_matmul(a, b, out=out) is out
+    np.testing.assert_array_equal(out, expected)
 
 
 def test_intmatrix_a_beyond_a_absmax_is_still_exact():

@@ -8,6 +8,7 @@ import pytest
 from conftest import shared_dir
 
 import fusedrnn.mli as mli
+from fusedrnn.targets.mli import _compiled
 from fusedrnn.targets.mli import conformance as C
 
 
@@ -25,8 +26,29 @@ def _stems():
         return ["missing"]
 
 
-@pytest.mark.parametrize("stem", _stems())
-def test_case_bit_exact_and_crc(folder, stem):
+def _engine_cases():
+    """Every case with the default engine; the LSTM / GRU cases also with the NumPy loop forced (the default is
+    the compiled loop when it builds)."""
+    return [(s, "auto") for s in _stems()] + [(s, "numpy") for s in _stems() if "lstm" in s or "gru" in s]
+
+
+@pytest.mark.parametrize(("stem", "engine"), _engine_cases())
+def test_case_bit_exact_and_crc(folder, stem, engine):
+    with _compiled.use_engine(engine):
+        _check_case(folder, stem)
+
+
+def test_compiled_kernel_builds_here():
+    """Where a C compiler exists the compiled loop must load (else the conformance run above tested NumPy twice)."""
+    import os
+    import shutil
+
+    if not any(shutil.which(c) for c in ("cc", "gcc", "clang")) or os.environ.get("FUSEDRNN_COMPILED") == "0":
+        pytest.skip("no C compiler, or the compiled kernels are disabled")
+    assert _compiled.load() is not None, _compiled.unavailable_reason()
+
+
+def _check_case(folder, stem):
     case = C.load_case(folder, stem)
     # the containers rebuilt from the CRC images hold exactly the harness-quantized inputs
     for role, t in case.tensors.items():

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _arith as A
+from . import _compiled as C
 from . import dense as D
 from . import eltwise as E
-from .luts import SA8_OUT, Lut, act_lookup
+from .luts import SA8_OUT, Lut, act_lookup, act_table
 
 SA8_LSTM_IR = (1, 0, 4)  # scale, zero point, scale_frac_bits of the LSTM gate pre-activations
 SA8_GRU_IR = (21, 0, 9)
@@ -96,15 +97,35 @@ def _mat(cache: dict | None, key: str, W, flavor: str):
     return m
 
 
-def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None):
+def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None, lib=None):
     """r_0 (input 0 with the bias, requantized to the IR) for every step and gate: [T, B, G*M], computed in
-    chunks of steps; int32 storage where r_0 is a 32-bit value."""
+    chunks of steps; int32 storage where r_0 is a 32-bit value. With ``lib`` (the compiled kernel) the exact float
+    GEMM result is finished in one compiled pass."""
     T, B, N = x.shape
     mat = mat if mat is not None else A.int_matrix(_stack(Wi), XMAX[flavor])
     b = A.i64(bias).reshape(-1)
     r0 = np.empty((T, B, b.size), np.int64 if flavor == "fx16" else np.int32)
     step = max(1, CHUNK_ROWS // max(B, 1))
     xs = _small(x, flavor)
+    if lib is not None and mat.dtype is not None and (mat.a_capacity is None or
+                                                      -A.lim(8 * xs.itemsize)[0] <= mat.a_capacity):
+        a = C.PartArgs()
+        a.flavor, a.mode, a.N = FLAVOR_CODE[flavor], 0 if mode == "up" else 1, b.size
+        a.G = pair0.blocks if (flavor == "sa8" and pair0.blocks) else 1
+        _set_pair(a, pair0, 0, a.G)
+        a.f64, a.out64 = int(mat.dtype is np.float64), int(r0.dtype == np.int64)
+        bt = np.ascontiguousarray(np.broadcast_to(D.bias_term(b, pair0, full_accu, mode), b.shape), np.int64)
+        cs = np.ascontiguousarray(mat.column_sums, np.int64)
+        a.cs, a.bias = cs.ctypes.data, bt.ctypes.data
+        fbuf = np.empty((min(T, step) * B, b.size), mat.dtype)
+        for t0 in range(0, T, step):
+            t1 = min(T, t0 + step)
+            rows = (t1 - t0) * B
+            f = mat.matmul_float(xs[t0:t1].reshape(rows, N), out=fbuf[:rows], check=False)
+            a.R, a.ld, a.accf = rows, f.strides[0] // f.itemsize, f.ctypes.data
+            a.out = r0[t0:t1].ctypes.data
+            lib.mli2_partials(a)
+        return r0
     for t0 in range(0, T, step):
         t1 = min(T, t0 + step)
         r0[t0:t1] = D.first_partial(xs[t0:t1].reshape(-1, N), mat, pair0, b, flavor, full_accu, mode).reshape(
@@ -142,12 +163,14 @@ def _order(T: int, reverse: bool):
 
 
 def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: bool, luts: dict[str, Lut],
-                  full_accu: bool, mode: str, valid=None, cache: dict | None = None):
+                  full_accu: bool, mode: str, valid=None, cache: dict | None = None, engine: str = "auto"):
     """Run the MLI LSTM cell over x [T, B, N] from (h0, c0) [B, M].
 
     ``act`` "tanh" | "sigm" | "none" (output activation). Returns (Y [T, B, M] in processing order, h [B, M],
     c [B, M]). ``valid`` [T, B] bool (processing order) freezes rows whose step is invalid (padding); ``cache``
-    (a dict owned by the caller) keeps the prepared weight matrices between calls with the same weights."""
+    (a dict owned by the caller) keeps the prepared weight matrices between calls with the same weights.
+    ``engine`` "auto" (the compiled loop when it loads, else NumPy), "numpy" or "compiled" (RuntimeError when the
+    kernel cannot be built)."""
     flavor = q.flavor
     T, B, _ = x.shape
     M = Wo.shape[-1]
@@ -156,12 +179,17 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
     pair0 = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, all4)
     if flavor != "sa8":
         pair0.bias_shift = q.inp + q.wi - q.bias_frac
-    r0 = _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, _mat(cache, "wi", Wi, flavor))
+    lib = _lib(engine)
+    r0 = _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, _mat(cache, "wi", Wi, flavor), lib)
     rmat = _mat(cache, "wo", Wo, flavor)
     wrap = _needs_wrap(Wo, flavor, 128)
     h, c = A.i64(h0).copy(), A.i64(c0).copy()
     qh = q.h0
     pair1 = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, all4)
+    if lib is not None:
+        pair_out = pair1 if qh == q.out else _pair(flavor, q.out, q.wo, qir, full_accu, mode, M, all4)
+        return _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair1, pair_out, luts, mode, act, reverse,
+                              valid, cache)
     Y = np.zeros((T, B, M), np.int64)
     sig_idx = np.array([0, 2, 3])
     for s, t in enumerate(_order(T, reverse)):
@@ -195,10 +223,11 @@ def gru_tweak_faithful(s, f):
 
 
 def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict[str, Lut], full_accu: bool,
-                 mode: str, faithful: bool = True, valid=None, cache: dict | None = None):
+                 mode: str, faithful: bool = True, valid=None, cache: dict | None = None, engine: str = "auto"):
     """Run the MLI GRU cell (gates z, r, n; reset applied before the recurrent matmul) over x [T, B, N] from
     h0 [B, M]. ``faithful`` reproduces MLI's per-tensor sa8 new-gate weight-scale quirk; False uses the
-    weights' real scale. Returns (Y [T, B, M] in processing order, h [B, M])."""
+    weights' real scale. ``engine`` as in :func:`lstm_sequence`. Returns (Y [T, B, M] in processing order,
+    h [B, M])."""
     flavor = q.flavor
     T, B, _ = x.shape
     M = Wo.shape[-1]
@@ -211,14 +240,20 @@ def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
     if flavor != "sa8":
         pz.bias_shift = pn.bias_shift = q.inp + q.wi - q.bias_frac
     b = A.i64(bias)
-    r0_zr = _input_partials(x, Wi[:2], b[:2], pz, flavor, full_accu, mode, _mat(cache, "wi_zr", Wi[:2], flavor))
-    r0_n = _input_partials(x, Wi[2:], b[2:], pn, flavor, full_accu, mode, _mat(cache, "wi_n", Wi[2:], flavor))
+    lib = _lib(engine)
+    r0_zr = _input_partials(x, Wi[:2], b[:2], pz, flavor, full_accu, mode, _mat(cache, "wi_zr", Wi[:2], flavor), lib)
+    r0_n = _input_partials(x, Wi[2:], b[2:], pn, flavor, full_accu, mode, _mat(cache, "wi_n", Wi[2:], flavor), lib)
     mat_zr = _mat(cache, "wo_zr", Wo[:2], flavor)
     mat_n = _mat(cache, "wo_n", Wo[2:], flavor)
     wrap_zr, wrap_n = _needs_wrap(Wo[:2], flavor, 128), _needs_wrap(Wo[2:], flavor, 128)
     h = A.i64(h0).copy()
     qh = q.h0
     one, qone = (127, SA8_ONE) if flavor == "sa8" else (FX_ONE, 15)
+    if lib is not None:
+        pairs = [(qq, _pair(flavor, qq, q.wo, qir, full_accu, mode, M, zr),
+                  _pair(flavor, qq, q.wo, qir, full_accu, mode, M, np.array([2]), tweak)) for qq in (qh, q.out)]
+        return _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap_zr or wrap_n, h, q, qir, pairs, luts, mode,
+                             (one, qone), reverse, valid, cache)
     Y = np.zeros((T, B, M), np.int64)
     p1_zr = p1_n = None
     for s, t in enumerate(_order(T, reverse)):
@@ -273,4 +308,133 @@ def rnn_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
         Y[s] = h
         if s == 0 and q.h0 != qa:
             pair1 = _pair(flavor, qa, q.wo, qir, full_accu, mode, M, g0)
+    return Y, h
+
+
+# ---- the compiled loops (_kernel.c): same arithmetic, tables and constants computed here --------------------------
+FLAVOR_CODE = {"sa8": 0, "fx16": 1, "fx16_fx8_fx8": 2}
+
+
+def _lib(engine: str):
+    """The compiled kernel library for ``engine``, or None for the NumPy loops."""
+    if engine == "auto":
+        engine = C.default_engine()
+    if engine == "numpy":
+        return None
+    if engine not in ("auto", "compiled"):
+        raise ValueError(f"engine: expected 'auto', 'numpy' or 'compiled', got {engine!r}")
+    lib = C.load()
+    if lib is None and engine == "compiled":
+        raise RuntimeError(f"engine='compiled': the MLI kernel is unavailable ({C.unavailable_reason()})")
+    return lib
+
+
+def _op(kind: str, qa, qb, qo, flavor: str, mode: str) -> tuple:
+    """An element-wise MUL / ADD / SUB as the kernel evaluates it: an sa8 table, or the fx16 shifts."""
+    if flavor == "sa8":
+        return ("tab", E._sa8_table(kind, tuple(map(int, qa)), tuple(map(int, qb)), tuple(map(int, qo)), mode))
+    if kind == "mul":
+        return ("mul", min(qa + qb - qo, 31))
+    return (kind, min(qa - qb, 0), min(qb - qa, 0), min(max(qa, qb) - qo, 31))
+
+
+def _actc(keep, kind: str, qv, flavor: str, luts: dict, mode: str):
+    return C.act_struct(keep, act_table(kind, qv, flavor, luts[kind], mode), 128 if flavor == "sa8" else 32768)
+
+
+def _weights_t(cache, key: str, W) -> np.ndarray:
+    if cache is not None and key in cache:
+        return cache[key]
+    w = C.transposed_int16(_stack(W))
+    if cache is not None:
+        cache[key] = w
+    return w
+
+
+def _set_pair(a, pair, g0: int, n: int) -> None:
+    if pair.flavor == "sa8":
+        mul = np.broadcast_to(A.i64(pair.out_mul), (n,))
+        sh = np.broadcast_to(A.i64(pair.out_shift), (n,))
+        for g in range(n):
+            a.mul[g0 + g], a.shift[g0 + g] = int(mul[g]), int(sh[g])
+        a.zp_in = int(pair.zp_in)
+    else:
+        a.shift[0], a.zp_in = int(pair.shift), 0
+
+
+def _base(keep, flavor, mode, r0, T, B, M, reverse, wrap, valid, h, Y, G):
+    a = C.Mli2Args()
+    a.flavor, a.mode, a.T, a.B, a.M, a.K = FLAVOR_CODE[flavor], 0 if mode == "up" else 1, T, B, M, M
+    a.reverse, a.r0_64, a.r0 = int(reverse), int(r0.dtype == np.int64), keep(r0)
+    a.wrap, a.acc64 = int(wrap), int(wrap or flavor == "fx16")
+    a.io_lo, a.io_hi = A.lim(D.IO_BITS[flavor])
+    a.valid = None if valid is None else keep(valid, np.uint8)
+    a.h, a.Y = h.ctypes.data, Y.ctypes.data
+    a.hk = keep(np.empty((B, M), np.int16))
+    a.acc = keep(np.empty((B, G * M), np.int64))
+    a.tmp = keep(np.empty((B, 4 * M), np.int64))
+    return a
+
+
+def _ranges(T: int, changes: bool):
+    return [(0, min(T, 1), 0), (1, T, 1)] if changes else [(0, T, 0)]
+
+
+def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, luts, mode, act, reverse, valid,
+                   cache):
+    flavor = q.flavor
+    T, B, _ = r0.shape
+    M = Wo.shape[-1]
+    keep = C._Keep()
+    h, c = np.ascontiguousarray(h, np.int64), np.ascontiguousarray(c, np.int64)
+    Y = np.zeros((T, B, M), np.int64)
+    a = _base(keep, flavor, mode, r0, T, B, M, reverse, wrap, valid, h, Y, 4)
+    a.c = c.ctypes.data
+    a.W, a.cs = keep(_weights_t(cache, "wo_t16", Wo)), keep(rmat.column_sums, np.int64)
+    qs, qt = (SA8_OUT["sigm"], SA8_OUT["tanh"]) if flavor == "sa8" else (15, 15)
+    a.sig, a.tnh = _actc(keep, "sigm", qir, flavor, luts, mode), _actc(keep, "tanh", qir, flavor, luts, mode)
+    qa = q.cell
+    if act != "none":
+        a.actc, a.has_out_act = _actc(keep, act, q.cell, flavor, luts, mode), 1
+        qa = SA8_OUT[act] if flavor == "sa8" else 15
+    ops = [_op("mul", q.cell, qs, q.cell, flavor, mode), _op("mul", qt, qs, qt, flavor, mode),
+           _op("add", q.cell, qt, q.cell, flavor, mode), _op("mul", qa, qs, q.out, flavor, mode)]
+    for k, op in enumerate(ops):
+        a.op[k] = C.binop_struct(keep, op)
+    for s0, s1, k in _ranges(T, q.h0 != q.out):
+        if s1 > s0:
+            _set_pair(a, (pair_h0, pair_out)[k], 0, 4)
+            a.s0, a.s1 = s0, s1
+            lib.mli2_lstm(a)
+    return Y, h, c
+
+
+def _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap, h, q, qir, pairs, luts, mode, one, reverse, valid,
+                  cache):
+    flavor = q.flavor
+    T, B, _ = r0_zr.shape
+    M = Wo.shape[-1]
+    keep = C._Keep()
+    h = np.ascontiguousarray(h, np.int64)
+    Y = np.zeros((T, B, M), np.int64)
+    a = _base(keep, flavor, mode, r0_zr, T, B, M, reverse, wrap, valid, h, Y, 3)
+    a.r0n = keep(r0_n)
+    a.W, a.cs = keep(_weights_t(cache, "wo_zr_t16", Wo[:2])), keep(mat_zr.column_sums, np.int64)
+    a.Wn, a.csn = keep(_weights_t(cache, "wo_n_t16", Wo[2:])), keep(mat_n.column_sums, np.int64)
+    qs, qt = (SA8_OUT["sigm"], SA8_OUT["tanh"]) if flavor == "sa8" else (15, 15)
+    a.sig, a.tnh = _actc(keep, "sigm", qir, flavor, luts, mode), _actc(keep, "tanh", qir, flavor, luts, mode)
+    a.one = int(one[0])
+    for s0, s1, k in _ranges(T, q.h0 != q.out):
+        if s1 <= s0:
+            continue
+        qh, p_zr, p_n = pairs[k]
+        ops = [_op("mul", qs, qh, qh, flavor, mode), _op("mul", qh, qs, qh, flavor, mode),
+               _op("sub", one[1], qs, qs, flavor, mode), _op("mul", qt, qs, q.out, flavor, mode),
+               _op("add", q.out, qh, q.out, flavor, mode)]
+        for j, op in enumerate(ops):
+            a.op[j] = C.binop_struct(keep, op)
+        _set_pair(a, p_zr, 0, 2)
+        _set_pair(a, p_n, 2, 1)
+        a.s0, a.s1 = s0, s1
+        lib.mli2_gru(a)
     return Y, h

@@ -150,7 +150,12 @@ def _act_table(kind: str, data: bytes, in_frac: int, offset: int, flavor: str, q
 def act_lookup(kind: str, q, qp, flavor: str, lut: Lut, mode: str) -> np.ndarray:
     """tanh/sigm of int8 (sa8, ``qp`` = (scale, zp, sfb)) or int16 (fx16, ``qp`` = frac) inputs through a table
     of the activation evaluated on every possible input (exactly :func:`act_sa8` / :func:`act_fx16`)."""
+    return act_table(kind, qp, flavor, lut, mode)[A.i64(q) + (128 if flavor == "sa8" else 32768)]
+
+
+def act_table(kind: str, qp, flavor: str, lut: Lut, mode: str) -> np.ndarray:
+    """The read-only int16 table of :func:`act_lookup`: entry x + 128 (sa8) or x + 32768 (fx16) is the output for
+    input x."""
     key = tuple(map(int, qp)) if flavor == "sa8" else (int(qp),)
-    t = _act_table(kind, lut.data.astype(np.int16).tobytes(), int(lut.in_frac_bits), int(lut.input_offset),
-                   "sa8" if flavor == "sa8" else "fx16", key, mode)
-    return t[A.i64(q) + (128 if flavor == "sa8" else 32768)]
+    return _act_table(kind, lut.data.astype(np.int16).tobytes(), int(lut.in_frac_bits), int(lut.input_offset),
+                      "sa8" if flavor == "sa8" else "fx16", key, mode)

@@ -17,9 +17,13 @@ accumulator is modelled without overflow); statuses reuse the 2.0 codes.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import _arith as A
+from . import _compiled as C
+from .cells import _lib
 from .checks import check_out, check_tensor, check_types, fail, mli_kernel, require
 from .config import ElType, RnnAct, RnnCellCfgDepr, RnnMode
 from .luts import act_fx8, act_fx16, make_lut
@@ -64,9 +68,57 @@ def _act(kind, v, frac, bits):
     return act_fx16(v, frac, LUTS1[kind], MODE) if bits == 16 else act_fx8(v, frac, LUTS1[kind], MODE)
 
 
-def lstm1x_sequence(x, h0, c0, Wx, Wh, b, *, f_in, f_prev, f_w, f_b, f_cell, f_out, act, flavor, valid=None):
+@functools.lru_cache(maxsize=64)
+def _act_table1(kind: str, frac: int, bits: int) -> np.ndarray:
+    """:func:`_act` on every ``bits``-bit input (entry x + 2^(bits-1)), int16."""
+    lo, hi = A.lim(bits)
+    t = _act(kind, np.arange(lo, hi + 1, dtype=np.int64), frac, bits).astype(np.int16)
+    t.flags.writeable = False
+    return t
+
+
+def _lstm1x_compiled(lib, x, h, c, Wx2, Wh, b2, f_in, f_prev, f_w, f_b, f_cell, f_out, f_ir, act, flavor, valid):
+    """The time loop of :func:`lstm1x_sequence` in _kernel.c (the input part of every step computed here)."""
+    bits = FLAVORS[flavor][2]
+    T, B, N = x.shape
+    M = Wh.shape[-1]
+    bs, d = f_in + f_w - f_b, f_in - f_prev
+    sx = Wx2.matmul(_small1(x.reshape(T * B, N), bits))
+    if flavor == "fx16":
+        pre = A.asl(2 * b2, bs, 64) + 2 * sx
+        pre = pre >> d if d >= 0 else pre << -d
+    else:
+        pre = A.rnd(A.wrap(A.rnd(b2, -bs, 32, MODE) + sx, 32), d, 32, MODE)
+    keep = C._Keep()
+    h, c = np.ascontiguousarray(h, np.int64), np.ascontiguousarray(c, np.int64)
+    Y = np.zeros((T, B, M), np.int64)
+    a = C.Mli1Args()
+    a.fx16, a.T, a.B, a.M, a.K, a.bits = int(flavor == "fx16"), T, B, M, M, bits
+    a.d, a.osh, a.one, a.f_cell, a.f_out = d, f_prev + f_w - f_ir, bits - 1, f_cell, f_out
+    Wh16 = np.asarray(Wh).reshape(4 * M, M)
+    a.wrap = int(M * 2 ** (bits - 1) * int(np.abs(Wh16).max(initial=0)) >= 2**31)
+    a.pre, a.W = keep(pre, np.int64), keep(Wh16, np.int16)
+    off = 1 << (bits - 1)
+    a.sig = C.act_struct(keep, _act_table1("sigm", f_ir, bits), off)
+    a.tnh = C.act_struct(keep, _act_table1("tanh", f_ir, bits), off)
+    if act != "none":
+        a.actc, a.has_out_act = C.act_struct(keep, _act_table1(act, f_cell, bits), off), 1
+    a.valid = None if valid is None else keep(valid, np.uint8)
+    a.h, a.c, a.Y = h.ctypes.data, c.ctypes.data, Y.ctypes.data
+    a.hk, a.acc = keep(np.empty((B, M), np.int16)), keep(np.empty((B, 4 * M), np.int64))
+    lib.mli1_lstm(a)
+    return Y, h, c
+
+
+def _small1(x, bits: int):
+    return np.asarray(x).astype(np.int8 if bits == 8 else np.int16)
+
+
+def lstm1x_sequence(x, h0, c0, Wx, Wh, b, *, f_in, f_prev, f_w, f_b, f_cell, f_out, act, flavor, valid=None,
+                    engine: str = "auto"):
     """MLI 1.x LSTM over x [T, B, N] from h0/c0 [B, M]; Wx [4, M, N], Wh [4, M, M], b [4, M] (gates i, g, f, o).
-    ``f_out`` is the output frac (15 / 7 with an activation, else prev_out's). Returns (Y [T, B, M], h, c)."""
+    ``f_out`` is the output frac (15 / 7 with an activation, else prev_out's). ``engine`` "auto" (the compiled
+    loop when it loads), "numpy" or "compiled". Returns (Y [T, B, M], h, c)."""
     bits = FLAVORS[flavor][2]
     G, M, N = Wx.shape
     f_ir = bits - 1 - 3
@@ -75,6 +127,10 @@ def lstm1x_sequence(x, h0, c0, Wx, Wh, b, *, f_in, f_prev, f_w, f_b, f_cell, f_o
     T, B, _ = x.shape
     Y = np.zeros((T, B, M), np.int64)
     Wx2, Wh2, b2 = prep(A.i64(Wx).reshape(G * M, N)), prep(A.i64(Wh).reshape(G * M, M)), A.i64(b).reshape(-1)
+    lib = _lib(engine)
+    if lib is not None:
+        return _lstm1x_compiled(lib, x, h, c, Wx2, Wh, b2, f_in, f_prev, f_w, f_b, f_cell, f_out, f_ir, act, flavor,
+                                valid)
     for t in range(T):
         ir = dense1x(x[t], h, Wx2, Wh2, b2, f_in, f_prev, f_w, f_b, f_ir, flavor).reshape(B, G, M)
         i, f, o = (_act("sigm", ir[:, k], f_ir, bits) for k in (0, 2, 3))

@@ -1,0 +1,180 @@
+"""The compiled MLI recurrences (``_kernel.c``): build at first use, ctypes structures, and drivers that run the
+time loops of :func:`.cells.lstm_sequence`, :func:`.cells.gru_sequence` and :func:`.mli1.lstm1x_sequence`.
+
+The library is compiled with the machine's C compiler into the cache directory of
+:mod:`fusedrnn.cells.compiled._build` (same compiler search, flags, CPU key and ``FUSEDRNN_COMPILED=0`` switch),
+under its own file name. When no compiler is found or compilation fails, :func:`load` returns None and the
+callers keep their NumPy loops. Every table and constant is computed by the NumPy code (activation tables over
+all inputs, sa8 element-wise tables over all operand pairs), so the C code only re-does the integer arithmetic
+that the NumPy path does per step (same results, to the bit: see tests/test_mli_compiled.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ...cells.compiled import _build
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / "_kernel.c"
+ABI = 1
+
+_lock = threading.Lock()
+_state: dict = {"tried": False, "lib": None, "reason": None}
+
+P = ctypes.c_void_p
+I32, I64 = ctypes.c_int32, ctypes.c_int64
+
+
+class Binop(ctypes.Structure):
+    _fields_ = [("tab", P), ("kind", I32), ("sa", I32), ("sb", I32), ("so", I32)]
+
+
+class Act(ctypes.Structure):
+    _fields_ = [("tab", P), ("off", I32), ("pad", I32)]
+
+
+class Mli2Args(ctypes.Structure):
+    _fields_ = [(n, I32) for n in ("flavor", "mode", "T", "B", "M", "K", "s0", "s1", "reverse", "r0_64", "wrap",
+                                   "acc64", "io_lo", "io_hi", "zp_in", "has_out_act")] + [
+        ("mul", I64 * 4), ("shift", I64 * 4), ("one", I64), ("r0", P), ("r0n", P), ("W", P), ("Wn", P),
+        ("cs", P), ("csn", P), ("sig", Act), ("tnh", Act), ("actc", Act), ("op", Binop * 5), ("valid", P),
+        ("h", P), ("c", P), ("Y", P), ("hk", P), ("acc", P), ("tmp", P)]
+
+
+class PartArgs(ctypes.Structure):
+    _fields_ = [(n, I32) for n in ("flavor", "mode", "R", "N", "G", "ld", "f64", "out64", "zp_in", "pad")] + [
+        ("mul", I64 * 4), ("shift", I64 * 4), ("accf", P), ("cs", P), ("bias", P), ("out", P)]
+
+
+class Mli1Args(ctypes.Structure):
+    _fields_ = [(n, I32) for n in ("fx16", "T", "B", "M", "K", "bits", "d", "osh", "one", "f_cell", "f_out",
+                                   "has_out_act", "wrap", "pad")] + [
+        ("pre", P), ("W", P), ("sig", Act), ("tnh", Act), ("actc", Act), ("valid", P), ("h", P), ("c", P),
+        ("Y", P), ("hk", P), ("acc", P)]
+
+
+def _compile(cc: str):
+    out_dir = _build.cache_dir()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return None, f"cannot create the cache directory {out_dir}: {e}"
+    errors = []
+    for flags in _build.FLAG_SETS:
+        h = hashlib.sha256(SOURCE.read_bytes())
+        h.update("\0".join((cc, " ".join(flags), _build._cpu_key())).encode())
+        path = out_dir / f"fusedrnn_mli_{h.hexdigest()[:20]}.so"
+        if not path.exists():
+            fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
+            os.close(fd)
+            try:
+                proc = subprocess.run([cc, *flags, *_build.COMMON_FLAGS, "-o", tmp, str(SOURCE)],
+                                      capture_output=True, text=True, timeout=300)
+                if proc.returncode != 0:
+                    errors.append(f"{' '.join(flags)}: {proc.stderr.strip()[-400:]}")
+                    continue
+                os.replace(tmp, path)
+            except (OSError, subprocess.SubprocessError) as e:
+                errors.append(f"{' '.join(flags)}: {e}")
+                continue
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        try:
+            lib = ctypes.CDLL(str(path))
+            if lib.mli_abi_version() == ABI:
+                return lib, None
+        except (OSError, AttributeError) as e:
+            errors.append(f"{path}: {e}")
+    return None, "compilation failed: " + " | ".join(errors)
+
+
+def load():
+    """The kernel library (compiled or loaded from the cache on the first call), or None."""
+    if _state["tried"]:
+        return _state["lib"]
+    with _lock:
+        if not _state["tried"]:
+            lib, reason = None, None
+            if not _build._enabled_by_env():
+                reason = "disabled by FUSEDRNN_COMPILED=0"
+            else:
+                cc = _build._compiler()
+                lib, reason = (None, "no C compiler found") if cc is None else _compile(cc)
+            if lib is not None:
+                for name, st in (("mli2_lstm", Mli2Args), ("mli2_gru", Mli2Args), ("mli1_lstm", Mli1Args),
+                                 ("mli2_partials", PartArgs)):
+                    fn = getattr(lib, name)
+                    fn.argtypes = [ctypes.POINTER(st)]
+                    fn.restype = ctypes.c_int
+            _state.update(tried=True, lib=lib, reason=reason)
+    return _state["lib"]
+
+
+def unavailable_reason() -> str | None:
+    """Why :func:`load` returned None (None when loaded or not tried yet)."""
+    return _state["reason"]
+
+
+_engine = {"default": "auto"}
+
+
+def default_engine() -> str:
+    """What ``engine="auto"`` means now: "auto" (compiled when available), or what :func:`use_engine` set."""
+    return _engine["default"]
+
+
+@contextlib.contextmanager
+def use_engine(engine: str):
+    """Make ``engine="auto"`` mean ``engine`` ("auto", "numpy" or "compiled") inside the block (tests, benchmarks;
+    process-wide, not thread-safe)."""
+    if engine not in ("auto", "numpy", "compiled"):
+        raise ValueError(f"engine: expected 'auto', 'numpy' or 'compiled', got {engine!r}")
+    old, _engine["default"] = _engine["default"], engine
+    try:
+        yield
+    finally:
+        _engine["default"] = old
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------------
+class _Keep:
+    """Arrays referenced by a ctypes structure, kept alive (and C-contiguous) for the duration of a call."""
+
+    def __init__(self):
+        self.refs = []
+
+    def __call__(self, a, dtype=None):
+        if a is None:
+            return None
+        a = np.ascontiguousarray(a, dtype=dtype)
+        self.refs.append(a)
+        return a.ctypes.data
+
+
+def act_struct(keep: _Keep, table: np.ndarray, off: int) -> Act:
+    return Act(keep(table, np.int16), off, 0)
+
+
+def binop_struct(keep: _Keep, op: tuple) -> Binop:
+    """op: ("tab", int16 table[65536]) or ("mul", so) / ("add" | "sub", sa, sb, so)."""
+    if op[0] == "tab":
+        return Binop(keep(op[1], np.int16), 0, 0, 0, 0)
+    if op[0] == "mul":
+        return Binop(None, 0, 0, 0, op[1])
+    return Binop(None, 1 if op[0] == "add" else 2, *op[1:])
+
+
+def transposed_int16(W2: np.ndarray) -> np.ndarray:
+    """Stacked weights [K, N] -> int16 [N, K] (values fit int16 for every MLI flavour)."""
+    return np.ascontiguousarray(np.asarray(W2).T, dtype=np.int16)

@@ -49,8 +49,10 @@ def test_targets_table(runner):
     assert res.exit_code == 0, res.output
     for t in targets.list():
         assert t.name in res.output
-    for header in ("name", "family", "compute dtype", "rounding", "features"):
+    for header in ("name", "family", "bit-exact", "calibration", "features", "cannot express"):
         assert header in res.output
+    fp16 = [ln for ln in res.output.splitlines() if ln.split("│")[1:2] and ln.split("│")[1].strip() == "fp16"]
+    assert fp16[-1].split("│")[2].strip() == "lstm, gru, rnn" and fp16[-1].split("│")[3].strip() == "-"
 
 
 def test_targets_json(runner):

@@ -20,17 +20,20 @@ def targets(as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=2))
         return
     table = Table(title="fusedrnn targets")
-    for col, kw in (("name", {"style": "bold"}), ("family", {}), ("compute dtype", {}), ("rounding", {}),
-                    ("description", {"overflow": "fold"})):
+    for col, kw in (("name", {"style": "bold"}), ("family", {}), ("bit-exact", {"justify": "center"}),
+                    ("calibration", {"justify": "center"}), ("description", {"overflow": "fold"})):
         table.add_column(col, **kw)
     for r in rows:
-        table.add_row(r["name"], r["family"], r["compute_dtype"], r["rounding"], r["description"])
-    features = Table(title="features (✓ = the target can express it)")
-    features.add_column("feature", style="bold")
+        table.add_row(r["name"], r["family"], "✓" if r["bit_exact"] else "", "needed" if r["needs_calibration"] else "",
+                      r["description"])
+    features = Table(title="features: what each target can express (fusedrnn targets --json for the full lists)")
+    features.add_column("target", style="bold")
+    features.add_column("cells")
+    features.add_column("cannot express", overflow="fold")
+    cells = ("lstm", "gru", "rnn")
     for r in rows:
-        features.add_column(r["name"], justify="center")
-    for feature in registry.FLOAT_FEATURES:
-        features.add_row(feature, *("✓" if feature in r["features"] else "–" for r in rows))
+        lacks = [f for f in registry.FLOAT_FEATURES if f not in cells and f not in r["features"]]
+        features.add_row(r["name"], ", ".join(c for c in cells if c in r["features"]), ", ".join(lacks) or "-")
     console = stdout_console()
     console.print(table)
     console.print(features)

@@ -337,6 +337,15 @@ class RecurrentLayer:
 
     # ---- other frameworks (implemented in fusedrnn.frontends) --------------------------------------------
     @classmethod
+    def from_tflite(cls, path, op_index: int = 0):
+        """A layer from the ``op_index``-th recurrent op of a .tflite model (``fusedrnn.litert.load(path).ops``):
+        weights dequantized; the model's own tensors are kept so that ``.to("litert-int8x16",
+        calibration="tflite")`` runs them unchanged (bit-exact with the LiteRT interpreter)."""
+        from .targets.litert.importer import layer_from_tflite
+
+        return layer_from_tflite(cls, path, op_index)
+
+    @classmethod
     def from_torch(cls, module):
         """A layer (or a :class:`Stack` for ``num_layers > 1``) from a PyTorch ``nn.LSTM/GRU/RNN``."""
         from .frontends.torch import from_torch

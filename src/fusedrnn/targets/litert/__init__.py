@@ -1,0 +1,7 @@
+"""TensorFlow Lite / LiteRT target (litert.md): the fused LSTM and RNN kernels in float, hybrid and full-integer
+8x8_16 arithmetic, a .tflite reader and writer, and the ``litert-float``, ``litert-hybrid`` and ``litert-int8x16``
+emulation targets (registered on import)."""
+
+from .targets import register_all
+
+register_all()

@@ -1,0 +1,221 @@
+"""A loaded .tflite graph: the recurrent ops run on fusedrnn's kernels with persistent state, and the few ops
+that Keras conversions put around them (REVERSE_V2, CONCATENATION, STRIDED_SLICE, float ADD) run as the
+interpreter does: REVERSE_V2 and CONCATENATION copy int8 values without requantization (litert.md section 8).
+Any other op raises UnsupportedFeatureError when the graph runs; the recurrent ops (``model.ops``) can always be
+called on their own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import DTypeError, InputError, UnsupportedFeatureError
+from .ops import BidirectionalSequenceLSTM, SequenceLSTM
+from .reader import ModelInfo, OpInfo, TensorInfo, read_model
+from .slots import LstmOptions, LstmTensors
+
+RECURRENT_OPS = ("LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
+                 "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "UNIDIRECTIONAL_SEQUENCE_GRU")
+
+
+def _get(info: ModelInfo, idx: tuple[int, ...], k: int) -> TensorInfo | None:
+    return info.tensors[idx[k]] if k < len(idx) and idx[k] >= 0 else None
+
+
+def lstm_tensors(info: ModelInfo, op: OpInfo) -> LstmTensors:
+    """The 24 slots (and intermediates) of an LSTM / UNIDIRECTIONAL_SEQUENCE_LSTM node."""
+    slots = [_get(info, op.inputs, k) for k in range(24)]
+    inter = [info.tensors[i] if i >= 0 else None for i in op.intermediates]
+    return LstmTensors(slots, inter)
+
+
+def bidirectional_lstm_tensors(info: ModelInfo, op: OpInfo) -> tuple[LstmTensors, LstmTensors]:
+    """fw and bw :class:`LstmTensors` of a 48-input BIDIRECTIONAL_SEQUENCE_LSTM node."""
+    g = [_get(info, op.inputs, k) for k in range(48)]
+    fw = [g[0]] + g[1:18] + [g[35], g[36]]
+    bw = [g[0]] + g[18:35] + [g[37], g[38]]
+    return LstmTensors(fw, aux=g[40:44]), LstmTensors(bw, aux=g[44:48])
+
+
+def build_op(info: ModelInfo, op: OpInfo, *, rounding: str = "double"):
+    """The stateful fusedrnn op for a recurrent node of ``info``."""
+    if op.name in ("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM"):
+        if op.name == "LSTM" and op.options.get("kernel_type", "FULL") != "FULL":
+            raise UnsupportedFeatureError(f"op {op.index}: LSTM kernel_type {op.options['kernel_type']} (the legacy "
+                                          f"uint8 BASIC cell) is not implemented")
+        opts = LstmOptions.from_dict(op.options)
+        return SequenceLSTM(lstm_tensors(info, op), opts, sequence=op.name != "LSTM", rounding=rounding,
+                            name=op.name)
+    if op.name == "BIDIRECTIONAL_SEQUENCE_LSTM":
+        fw, bw = bidirectional_lstm_tensors(info, op)
+        return BidirectionalSequenceLSTM(fw, bw, LstmOptions.from_dict(op.options, time_major=True))
+    if op.name in ("RNN", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "UNIDIRECTIONAL_SEQUENCE_GRU"):
+        from .rnn import build_rnn_op
+
+        return build_rnn_op(info, op)
+    raise UnsupportedFeatureError(f"op {op.index}: {op.name} is not a recurrent op")
+
+
+# ---- the small data-movement ops -------------------------------------------------------------------------
+def _reverse(ins, op):
+    x, axes = ins
+    return [np.flip(x, axis=tuple(int(a) for a in np.atleast_1d(axes)))]
+
+
+def _concat(ins, op):
+    return [np.concatenate(ins, axis=int(op.options.get("axis", 0)))]
+
+
+def _strided_slice(ins, op):
+    x, begin, end, strides = ins
+    o = op.options
+    if o.get("ellipsis_mask", 0) or o.get("new_axis_mask", 0) or o.get("offset", False):
+        raise UnsupportedFeatureError(f"op {op.index}: STRIDED_SLICE with ellipsis/new-axis masks or offset")
+    sl = []
+    for d in range(len(begin)):
+        b, e, s = int(begin[d]), int(end[d]), int(strides[d])
+        if o.get("begin_mask", 0) >> d & 1:
+            b = None
+        if o.get("end_mask", 0) >> d & 1:
+            e = None
+        if o.get("shrink_axis_mask", 0) >> d & 1:
+            sl.append(b if b is not None else 0)
+        else:
+            sl.append(slice(b, e, s))
+    return [np.ascontiguousarray(x[tuple(sl)])]
+
+
+def _add(ins, op):
+    a, b = ins
+    if a.dtype != np.float32:
+        raise UnsupportedFeatureError(f"op {op.index}: quantized ADD is not implemented")
+    y = (a + b).astype(np.float32)
+    act = op.options.get("fused_activation_function", "NONE")
+    if act != "NONE":
+        from .slots import apply_fused_activation
+
+        apply_fused_activation(y, act)
+    return [y]
+
+
+_SIMPLE = {
+    "REVERSE_V2": _reverse,
+    "CONCATENATION": _concat,
+    "STRIDED_SLICE": _strided_slice,
+    "ADD": _add,
+}
+
+
+@dataclass
+class Node:
+    info: OpInfo
+    op: object  # a stateful recurrent op or None
+    fn: object = None  # simple ops: fn(inputs, info) -> outputs
+
+
+class Model:
+    """A .tflite model on fusedrnn: ``model(x)`` runs the graph (state persists between calls);
+    ``model.ops`` are the recurrent ops (each callable on its own), ``reset_all_variables()`` resets them."""
+
+    def __init__(self, info: ModelInfo, *, rounding: str = "double"):
+        self.info = info
+        self.nodes: list[Node] = []
+        for op in info.ops:
+            if op.name in RECURRENT_OPS:
+                self.nodes.append(Node(op, build_op(info, op, rounding=rounding)))
+            else:
+                self.nodes.append(Node(op, None, _SIMPLE.get(op.name)))
+
+    @property
+    def ops(self) -> list:
+        """The recurrent ops, in execution order (``ops[k]`` is the k-th recurrent node)."""
+        return [n.op for n in self.nodes if n.op is not None]
+
+    @property
+    def op_indices(self) -> list[int]:
+        """Graph operator index of each entry of ``ops``."""
+        return [n.info.index for n in self.nodes if n.op is not None]
+
+    def reset_all_variables(self) -> None:
+        for op in self.ops:
+            op.reset()
+
+    def input_details(self) -> list[dict]:
+        return [_details(self.info.tensors[i]) for i in self.info.inputs]
+
+    def output_details(self) -> list[dict]:
+        return [_details(self.info.tensors[i]) for i in self.info.outputs]
+
+    def __call__(self, *inputs):
+        """Run the graph on its inputs (raw dtype, e.g. int8 for a full-integer model); one output or a tuple."""
+        if len(inputs) != len(self.info.inputs):
+            raise InputError(f"inputs: the model takes {len(self.info.inputs)} input(s), got {len(inputs)}")
+        vals: dict[int, np.ndarray] = {}
+        for k, (i, x) in enumerate(zip(self.info.inputs, inputs, strict=True)):
+            t = self.info.tensors[i]
+            x = np.asarray(x)
+            if t.dtype is not None and x.dtype != t.dtype:
+                raise InputError(f"inputs[{k}] ({t.name}): expected dtype {t.dtype}, got {x.dtype}")
+            vals[i] = x
+        for n in self.nodes:
+            ins = []
+            for i in n.info.inputs:
+                if i < 0:
+                    ins.append(None)
+                elif i in vals:
+                    ins.append(vals[i])
+                else:
+                    t = self.info.tensors[i]
+                    ins.append(t.data)
+            if n.op is not None:
+                outs = self._run_recurrent(n, ins)
+            elif n.fn is not None:
+                outs = n.fn([a for a in ins if a is not None], n.info)
+            else:
+                raise UnsupportedFeatureError(f"op {n.info.index}: {n.info.name} is not implemented by fusedrnn's "
+                                              f"graph runner (run the recurrent ops in model.ops directly)")
+            for i, v in zip(n.info.outputs, outs, strict=False):
+                vals[i] = v
+        out = tuple(vals[i] for i in self.info.outputs)
+        return out[0] if len(out) == 1 else out
+
+    invoke = __call__
+
+    @staticmethod
+    def _run_recurrent(n: Node, ins):
+        op = n.op
+        from .rnn import BidirectionalSequenceRNN, SequenceGRU
+
+        if isinstance(op, BidirectionalSequenceLSTM):
+            y = op(ins[0], ins[39] if len(ins) > 39 else None)
+        elif isinstance(op, BidirectionalSequenceRNN):
+            y = op(ins[0], ins[9] if len(ins) > 9 else None)
+        elif isinstance(op, SequenceGRU):
+            y = op(ins[0], ins[1])
+        else:
+            y = op(ins[0])
+        return [y] if isinstance(y, np.ndarray) else list(y)
+
+    def __repr__(self) -> str:
+        ops = ", ".join(f"{n.info.name}[{getattr(n.op, 'kind', '?')}]" if n.op is not None else n.info.name
+                        for n in self.nodes)
+        ins = ", ".join(f"{d['name']} {d['dtype']} {d['shape']}" for d in self.input_details())
+        return f"Model(ops=[{ops}], inputs=[{ins}])"
+
+
+def _details(t: TensorInfo) -> dict:
+    q = (float(t.scale[0]), int(t.zero_point[0])) if t.quantized else (0.0, 0)
+    return {"name": t.name, "index": t.index, "shape": t.shape, "dtype": t.dtype, "quantization": q}
+
+
+def load(source, *, rounding: str = "double") -> Model:
+    """Load a .tflite model (path or bytes) to run on fusedrnn.
+
+    ``rounding``: the 8x8_16 kernel's MultiplyByQuantizedMultiplier, ``"double"`` (the pip wheels, default) or
+    ``"single"`` (builds with TFLITE_SINGLE_ROUNDING)."""
+    if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
+        raise DTypeError(f"source: expected a .tflite path or bytes, got {type(source).__name__}")
+    return Model(read_model(source), rounding=rounding)

@@ -1,0 +1,84 @@
+"""Float LSTM kernel (litert.md section 4) on the shared float engine (:func:`fusedrnn.cells.lstm.lstm_sequence`).
+
+TFLite's float step is the engine's LSTM with coupling "cifg", peepholes (the output gate reading the new cell),
+layer norm (ε = 1e-8 inside the square root, bias after it), ``cell_clip``, projection with ``proj_clip`` and
+diagonal recurrence; the aux input of the bidirectional op is folded in as extra input columns. The fused
+activation is the engine's g and h activation. float32 throughout; the interpreter's Eigen sigmoid/tanh differ
+from NumPy's by ~1e-7.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...cells.activations import Activation
+from ...cells.lstm import lstm_sequence
+from ...errors import UnsupportedFeatureError
+from .slots import GATE_BIASES, INPUT_WEIGHTS, LAYER_NORM, RECURRENT_WEIGHTS, LstmOptions, LstmTensors, dequantized
+
+_ENGINE_ACT = {"TANH": Activation("Tanh"), "RELU": Activation("Relu"), "NONE": Activation("Affine", 1.0, 0.0),
+               "SIGMOID": Activation("Sigmoid")}
+
+
+def _stack(ts, n_cell: int, cols: int | None) -> np.ndarray:
+    """Four per-gate tensors (None -> zeros) as one [4*n_cell, cols] (or [4*n_cell]) float32 array."""
+    parts = []
+    for t in ts:
+        v = dequantized(t)
+        if v is None:
+            v = np.zeros((n_cell,) if cols is None else (n_cell, cols), np.float32)
+        parts.append(v)
+    return np.concatenate(parts, axis=0)
+
+
+class FloatLstmKernel:
+    """A prepared float LSTM direction: ``run(x [T,B,I], (h, c), reverse=False, aux=None)``."""
+
+    kind = "float"
+
+    def __init__(self, t: LstmTensors, opts: LstmOptions):
+        t.validate(opts.diagonal_recurrent_tensors)
+        act = _ENGINE_ACT.get(opts.fused_activation_function)
+        if act is None:
+            raise UnsupportedFeatureError(f"fused_activation_function: the float LSTM supports TANH, RELU, SIGMOID "
+                                          f"and NONE, got {opts.fused_activation_function!r}")
+        self.opts, self.t = opts, t
+        H, I = t.n_cell, t.n_input
+        self.n_cell, self.n_output, self.n_input, self.n_aux = H, t.n_output, I, t.n_aux_input
+        W = _stack([t[k] for k in INPUT_WEIGHTS], H, I)
+        if self.n_aux:
+            W = np.concatenate([W, _stack(t.aux, H, self.n_aux)], axis=1)
+        self.W = W[None]
+        if opts.diagonal_recurrent_tensors:
+            self.R = _stack([t[k] for k in RECURRENT_WEIGHTS], H, None)[None]
+        else:
+            self.R = _stack([t[k] for k in RECURRENT_WEIGHTS], H, self.n_output)[None]
+        self.b = _stack([t[k] for k in GATE_BIASES], H, None)[None]
+        self.P = None
+        if t.peephole:
+            self.P = np.stack([dequantized(t[k]) if t[k] is not None else np.zeros(H, np.float32)
+                               for k in (9, 10, 11)])[None]
+        self.ln = None
+        if t.layer_norm:
+            self.ln = np.stack([dequantized(t[k]) if t[k] is not None else np.ones(H, np.float32)
+                                for k in LAYER_NORM])[None]
+        self.proj_W = None if not t.projection else dequantized(t[16])[None]
+        self.proj_b = None if t[17] is None else dequantized(t[17])[None]
+        self.acts = [(Activation("Sigmoid"), act, act)]
+
+    def initial_state(self, B: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros((B, self.n_output), np.float32), np.zeros((B, self.n_cell), np.float32)
+
+    def run(self, x: np.ndarray, state, *, reverse: bool = False, aux: np.ndarray | None = None):
+        """x [T, B, n_input] float32 time-major; returns (y [T, B, n_output], (h, c))."""
+        x = np.asarray(x, np.float32)
+        if self.n_aux:
+            x = np.concatenate([x, np.asarray(aux, np.float32)], axis=2)
+        h, c = state
+        o = self.opts
+        Y, hn, cn = lstm_sequence(
+            np.ascontiguousarray(x), self.W, self.R, self.b, None, h[None].astype(np.float32),
+            c[None].astype(np.float32), reverse=(reverse,), acts=self.acts, P=self.P,
+            coupling="cifg" if self.t.cifg else None, cell_clip=o.cell_clip or None, proj_W=self.proj_W,
+            proj_b=self.proj_b, proj_clip=(o.proj_clip or None) if self.proj_W is not None else None, ln=self.ln)
+        return Y[:, 0], (hn[0], cn[0])

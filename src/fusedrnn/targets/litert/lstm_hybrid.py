@@ -1,0 +1,181 @@
+"""Hybrid ("dynamic range") LSTM kernel (litert.md section 5): int8 per-tensor weights, float32 everything else.
+
+Each step quantizes the input, the aux input, the previous output state and (for the projection) the hidden
+vector per batch row — symmetric, or asymmetric with a zero-point correction through the cached weight row sums
+when ``asymmetric_quantize_inputs`` — takes exact int32 dot products (float BLAS, :mod:`fusedrnn.numerics.int_matmul`)
+and accumulates ``float32(dot) · float32(s_row · s_w)`` in float32 in the kernel's order (bias, input, aux,
+recurrent, peephole). Peepholes are int8 dequantized on the fly; layer norm, activations, cell update and clipping
+are the float kernel's. The input term of all time steps is computed before the recurrence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import UnsupportedFeatureError
+from ...numerics.affine import tflite_quantize_rows_asymmetric, tflite_quantize_rows_symmetric
+from ...numerics.int_matmul import IntMatrix
+from ._arith import wrap32
+from .slots import (
+    GATE_BIASES,
+    INPUT_WEIGHTS,
+    LAYER_NORM,
+    RECURRENT_WEIGHTS,
+    LstmOptions,
+    LstmTensors,
+    apply_fused_activation,
+    dequantized,
+    per_tensor,
+)
+
+_F32 = np.float32
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return (1.0 / (1.0 + np.exp(-v.astype(np.float64)))).astype(_F32)
+
+
+class _QuantMatrix:
+    """Per-gate int8 weight blocks [G*H, K] side by side as one exact GEMM operand, with per-column weight scales
+    and row sums (the zero-point correction)."""
+
+    def __init__(self, ts, name: str):
+        blocks, scales, sums = [], [], []
+        for t in ts:
+            if t.type_name not in ("INT8", "UINT8"):
+                raise UnsupportedFeatureError(f"{name}: hybrid weights must be int8, got {t.type_name}")
+            s, zp = per_tensor(t, name)
+            if t.type_name == "UINT8" or zp != 0:
+                raise UnsupportedFeatureError(f"{name}: only int8 symmetric hybrid weights are implemented")
+            q = np.asarray(t.data, np.int8)
+            blocks.append(q.T)
+            scales.append(np.full(q.shape[0], s, _F32))
+            sums.append(q.astype(np.int64).sum(axis=1))
+        self.M = IntMatrix(np.ascontiguousarray(np.concatenate(blocks, axis=1)), a_absmax=128)
+        self.scale = np.concatenate(scales)
+        self.row_sums = np.concatenate(sums)
+
+    def term(self, q: np.ndarray, s: np.ndarray, zp: np.ndarray | None) -> np.ndarray:
+        """float32(Σ w·q − zp·rowsum) · float32(s_row · s_w) for q int8 [N, K]; returns float32 [N, cols]."""
+        dot = self.M.matmul(q, check=False)
+        if zp is not None:
+            dot -= zp.astype(np.int64)[:, None] * self.row_sums
+        scale = (s[:, None] * self.scale[None, :]).astype(_F32)
+        return wrap32(dot).astype(_F32) * scale
+
+
+class HybridLstmKernel:
+    """A prepared hybrid LSTM direction: ``run(x float32 [T, B, I], (h, c))``."""
+
+    kind = "hybrid"
+
+    def __init__(self, t: LstmTensors, opts: LstmOptions):
+        diag = opts.diagonal_recurrent_tensors
+        t.validate(diag)
+        self.opts, self.t = opts, t
+        H, I, Hp = t.n_cell, t.n_input, t.n_output
+        self.n_cell, self.n_input, self.n_output, self.n_aux = H, I, Hp, t.n_aux_input
+        self.cifg, self.ln, self.diag = t.cifg, t.layer_norm, diag
+        self.gates = [1, 2, 3] if self.cifg else [0, 1, 2, 3]
+        G = len(self.gates)
+        self.G = G
+        self.W = _QuantMatrix([t[INPUT_WEIGHTS[g]] for g in self.gates], "input weights")
+        self.A = _QuantMatrix([t.aux[g] for g in self.gates], "aux weights") if self.n_aux else None
+        if diag:
+            self.Rdiag = np.concatenate([dequantized(t[RECURRENT_WEIGHTS[g]]) for g in self.gates]).astype(_F32)
+            self.R = None
+        else:
+            self.R = _QuantMatrix([t[RECURRENT_WEIGHTS[g]] for g in self.gates], "recurrent weights")
+        self.bias = np.concatenate([dequantized(t[GATE_BIASES[g]]) if t[GATE_BIASES[g]] is not None
+                                    else np.zeros(H, _F32) for g in self.gates]).astype(_F32)
+        self.P = {}
+        for g, k in ((0, 9), (1, 10), (3, 11)):
+            if g in self.gates and t[k] is not None:
+                self.P[g] = dequantized(t[k])  # float32(w_q · s): VectorScalarMultiply
+        self.L = {g: dequantized(t[LAYER_NORM[g]]) for g in self.gates} if self.ln else {}
+        self.proj = None
+        if t.projection:
+            self.proj = _QuantMatrix([t[16]], "projection_weights")
+            self.proj_bias = dequantized(t[17])
+        self.act = opts.fused_activation_function
+        self.asym = opts.asymmetric_quantize_inputs
+
+    def initial_state(self, B: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros((B, self.n_output), _F32), np.zeros((B, self.n_cell), _F32)
+
+    def _quantize(self, v: np.ndarray):
+        if self.asym:
+            return tflite_quantize_rows_asymmetric(v)
+        q, s = tflite_quantize_rows_symmetric(v)
+        return q, s, None
+
+    def _ln(self, v: np.ndarray, g: int) -> np.ndarray:
+        """PortableMeanStddevNormalization (float32, ε = 1e-8 inside the sqrt), · L, + bias."""
+        n = _F32(v.shape[-1])
+        mean = (v.sum(axis=-1, keepdims=True, dtype=_F32) / n).astype(_F32)
+        d = (v - mean).astype(_F32)
+        var = ((d * d).sum(axis=-1, keepdims=True, dtype=_F32) / n).astype(_F32)
+        inv = (_F32(1) / np.sqrt(var + _F32(1e-8))).astype(_F32)
+        out = (d * inv).astype(_F32) * self.L[g]
+        b = self.t[GATE_BIASES[g]]
+        return out + dequantized(b) if b is not None else out
+
+    def run(self, x: np.ndarray, state, *, reverse: bool = False, aux: np.ndarray | None = None):
+        """x float32 [T, B, n_input]; returns (y float32 [T, B, n_output], (h, c))."""
+        T, B, I = x.shape
+        H, G = self.n_cell, self.G
+        xf = np.ascontiguousarray(x, _F32).reshape(T * B, I)
+        q, s, zp = self._quantize(xf)
+        base = np.zeros(G * H, _F32) if self.ln else self.bias
+        acc_in = (base + self.W.term(q, s, zp)).reshape(T, B, G * H)
+        if self.A is not None:
+            af = np.ascontiguousarray(aux, _F32).reshape(T * B, -1)
+            qa, sa, za = self._quantize(af)
+            acc_in = acc_in + self.A.term(qa, sa, za).reshape(T, B, G * H)
+        h = np.array(state[0], _F32)
+        c = np.array(state[1], _F32)
+        y = np.empty((T, B, self.n_output), _F32)
+        gi = {g: j for j, g in enumerate(self.gates)}
+        for step in (range(T - 1, -1, -1) if reverse else range(T)):
+            acc = acc_in[step].copy()
+            if self.diag:
+                acc += np.tile(h, (1, G)) * self.Rdiag
+            elif h.any():
+                qh, sh, zh = self._quantize(h)
+                acc += self.R.term(qh, sh, zh)
+            acc = acc.reshape(B, G, H)
+            gates = {}
+            for g in self.gates:
+                v = acc[:, gi[g]]
+                if g == 3:
+                    continue
+                if g in self.P:
+                    v = v + self.P[g] * c
+                if self.ln:
+                    v = self._ln(v, g)
+                gates[g] = apply_fused_activation(v.astype(_F32), self.act) if g == 2 else _sigmoid(v)
+            f = gates[1]
+            i = (_F32(1) - f) if self.cifg else gates[0]
+            c = (f * c).astype(_F32)
+            c = (c + (gates[2] * i).astype(_F32)).astype(_F32)
+            if self.opts.cell_clip > 0:
+                np.clip(c, -_F32(self.opts.cell_clip), _F32(self.opts.cell_clip), out=c)
+            v = acc[:, gi[3]]
+            if 3 in self.P:
+                v = v + self.P[3] * c
+            if self.ln:
+                v = self._ln(v, 3)
+            o = _sigmoid(v)
+            m = (apply_fused_activation(c.copy(), self.act) * o).astype(_F32)
+            if self.proj is not None:
+                h = np.zeros((B, self.n_output), _F32) if self.proj_bias is None else \
+                    np.tile(self.proj_bias, (B, 1)).astype(_F32)
+                if m.any():
+                    qm, sm, zm = self._quantize(m)
+                    h = (h + self.proj.term(qm, sm, zm)).astype(_F32)
+                if self.opts.proj_clip > 0:
+                    np.clip(h, -_F32(self.opts.proj_clip), _F32(self.opts.proj_clip), out=h)
+            else:
+                h = m
+            y[step] = h
+        return y, (h, c)

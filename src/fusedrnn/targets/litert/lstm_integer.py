@@ -1,0 +1,332 @@
+"""Full-integer "8x8_16" LSTM kernel (litert.md section 6), bit-exact with the LiteRT interpreter.
+
+int8 input, output state and weights (per-tensor symmetric), int32 biases, int16 gates (Q3.12 pre-activations
+without layer norm) and an int16 cell with a power-of-two scale. Vectorised over the batch and the gate columns:
+the input term of every time step is one exact GEMM before the recurrence, the recurrent term one GEMM per step
+(both exact through float BLAS, :class:`fusedrnn.numerics.int_matmul.IntMatrix`); sigmoid and tanh are table
+look-ups of gemmlowp's fixed-point functions. Batch rows are independent in the kernel, so running them together
+gives the interpreter's per-row results (the one exception, the peephole quirk of section 8 with
+n_output != n_cell, is reproduced).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import AttributeValueError, UnsupportedFeatureError
+from ...numerics import gemmlowp
+from ...numerics.int_matmul import IntMatrix
+from ._arith import Requant, activation_lut, apply_lut, rdpot_const, saturating_lut, trunc_div, wrap32
+from .slots import GATE_BIASES, INPUT_WEIGHTS, LAYER_NORM, RECURRENT_WEIGHTS, LstmOptions, LstmTensors, per_tensor
+
+ROUNDINGS = ("double", "single")
+_F32 = np.float32
+
+
+def _qm(m: float, rounding: str) -> tuple[int, int]:
+    q, s = gemmlowp.quantize_multiplier(float(m), rounding=rounding)
+    return int(q), int(s)
+
+
+def _exact_product(M: IntMatrix, a: np.ndarray, out: np.ndarray, fbuf: np.ndarray | None) -> None:
+    """out (int64) = a @ M exactly; through the prepared float type into ``fbuf`` (no allocation) when there is one."""
+    if fbuf is None:
+        out[...] = M.matmul(a, check=False)
+    else:
+        M.matmul_float(a, out=fbuf, check=False)
+        np.copyto(out, fbuf, casting="unsafe")
+
+
+def _sat(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """In-place clamp (two ufunc calls: np.clip's Python-level argument handling costs more at these sizes)."""
+    np.maximum(x, lo, out=x)
+    return np.minimum(x, hi, out=x)
+
+
+class IntegerLstmKernel:
+    """A prepared 8x8_16 LSTM direction: ``run(x int8 [T, B, I], (h int8 [B, n_output], c int16 [B, n_cell]))``.
+
+    ``rounding``: MultiplyByQuantizedMultiplier with ``"double"`` rounding (pip wheels) or ``"single"``."""
+
+    kind = "integer"
+
+    def __init__(self, t: LstmTensors, opts: LstmOptions, *, rounding: str = "double"):
+        if rounding not in ROUNDINGS:
+            raise AttributeValueError(f"rounding: expected one of {ROUNDINGS}, got {rounding!r}")
+        if opts.diagonal_recurrent_tensors:
+            raise UnsupportedFeatureError("diagonal_recurrent_tensors: the 8x8_16 kernel has no diagonal recurrence")
+        t.validate()
+        if t.n_aux_input:
+            raise UnsupportedFeatureError("aux_input: the 8x8_16 kernel takes no auxiliary input")
+        self.rounding, self.opts, self.t = rounding, opts, t
+        H, I, Hp = t.n_cell, t.n_input, t.n_output
+        self.n_cell, self.n_input, self.n_output, self.n_aux = H, I, Hp, 0
+        for k in INPUT_WEIGHTS + RECURRENT_WEIGHTS + (16,):
+            if t[k] is not None and t[k].type_name != "INT8":
+                raise UnsupportedFeatureError(f"slot {k}: the 8x8_16 kernel needs int8 weights, got {t[k].type_name}")
+        if t[0] is None or t[18] is None or t[19] is None:
+            raise AttributeValueError("input / output_state / cell_state: the 8x8_16 kernel needs their quantization")
+        s_x, zp_x = per_tensor(t[0], "input")
+        s_h, zp_h = per_tensor(t[18], "output_state")
+        s_c, _ = per_tensor(t[19], "cell_state")
+        cs = math.log2(s_c)
+        if cs != int(cs):
+            raise AttributeValueError(f"cell_state: the int16 cell scale must be a power of two, got {s_c!r}")
+        cs = int(cs)
+        if not 0 <= 15 + cs <= 6:
+            raise UnsupportedFeatureError(f"cell_state: scale 2^{cs} needs tanh with {15 + cs} integer bits; TFLite "
+                                          f"supports 0..6 (cell scales 2^-15 .. 2^-9)")
+        inter = list(t.intermediates) + [None] * (5 - len(t.intermediates))
+        if inter[4] is None or not inter[4].quantized:
+            raise AttributeValueError("intermediates[4]: the 8x8_16 kernel needs the effective-hidden scale and zero "
+                                      "point (intermediate 4)")
+        s_hid, zp_hid = per_tensor(inter[4], "intermediates[4]")
+        self.cifg, self.ln, self.peephole, self.proj = t.cifg, t.layer_norm, t.peephole, t.projection
+        # column blocks: the sigmoid gates (i, f, o) first, then the cell gate c, so one look-up covers each kind
+        gates = [1, 3, 2] if self.cifg else [0, 1, 3, 2]  # indices into i, f, c, o
+        self.gates = gates
+        G = len(gates)
+        inter_scale = []
+        for g in range(4):
+            if self.ln:
+                if g in gates:
+                    if inter[g] is None or not inter[g].quantized:
+                        raise AttributeValueError(f"intermediates[{g}]: layer norm needs the gate's int16 scale")
+                    inter_scale.append(_F32(per_tensor(inter[g], f"intermediates[{g}]")[0]))
+                else:
+                    inter_scale.append(_F32(1.0))
+            else:
+                inter_scale.append(_F32(2.0**-12))
+        # ---- effective multipliers (float32 as in C++ except where the C++ uses double) ------------------
+        q_in, s_in, q_rec, s_rec, in_bias, rec_bias = [], [], [], [], [], []
+        Wcols, Rcols = [], []
+        for g in gates:
+            W = t[INPUT_WEIGHTS[g]]
+            R = t[RECURRENT_WEIGHTS[g]]
+            sw, _ = per_tensor(W, f"input weights {g}")
+            sr, _ = per_tensor(R, f"recurrent weights {g}")
+            qi = _qm(_F32(_F32(sw) * _F32(s_x)) / inter_scale[g], rounding)
+            qr = _qm(_F32(_F32(sr) * _F32(s_h)) / inter_scale[g], rounding)
+            q_in += [qi[0]] * H
+            s_in += [qi[1]] * H
+            q_rec += [qr[0]] * H
+            s_rec += [qr[1]] * H
+            Wd = W.data.astype(np.int64)
+            Rd = R.data.astype(np.int64)
+            bias = np.zeros(H, np.int64)
+            b = t[GATE_BIASES[g]]
+            if b is not None and not self.ln:
+                bias = b.data.astype(np.int64)
+            in_bias.append(bias + (-zp_x) * Wd.sum(axis=1))
+            rec_bias.append((-zp_h) * Rd.sum(axis=1))
+            Wcols.append(W.data.T)
+            Rcols.append(R.data.T)
+        self.in_req = Requant(q_in, s_in, rounding)
+        self.rec_req = Requant(q_rec, s_rec, rounding)
+        self.in_bias = np.concatenate(in_bias)
+        self.rec_bias = np.concatenate(rec_bias)
+        self.W = IntMatrix(np.concatenate(Wcols, axis=1), a_absmax=128)  # [I, G*H]
+        self.R = IntMatrix(np.concatenate(Rcols, axis=1), a_absmax=128)  # [Hp, G*H]
+        # the accumulators need no int32 wrap when their bounds stay below 2^31
+        self.rec_fits = Hp * 128 * 128 + int(np.abs(self.rec_bias).max(initial=0)) < 2**31
+        self.in_fits = I * 128 * 128 + int(np.abs(self.in_bias).max(initial=0)) < 2**31
+        self.in_bias_q = self.in_req.with_bias(self.in_bias) if self.in_fits and self.in_req.one_pass else None
+        self.rec_bias_q = self.rec_req.with_bias(self.rec_bias) if self.rec_fits and self.rec_req.one_pass else None
+        self.G = G
+        # peepholes (int16, symmetric): i, f use the old cell, o the new one
+        self.P = {}
+        if self.peephole:
+            if Hp > H:
+                raise UnsupportedFeatureError("cell_to_*_weights: with n_output > n_cell the TFLite 8x8_16 peephole "
+                                              "reads past its weights (litert.md section 8); not emulated")
+            for g, k in ((0, 9), (1, 10), (3, 11)):
+                if g not in gates or t[k] is None:
+                    continue
+                sp, _ = per_tensor(t[k], f"cell_to_gate weights {k}")
+                q, s = _qm(np.float64(2.0**cs) * np.float64(_F32(sp)) / np.float64(inter_scale[g]), rounding)
+                self.P[g] = (t[k].data.astype(np.int64), Requant(q, s, rounding))
+        # layer norm
+        self.ln_params = {}
+        if self.ln:
+            # TFLite's variance (2^20 // n) is exact only for power-of-two n_cell; its arithmetic is reproduced
+            for g in gates:
+                L = t[LAYER_NORM[g]]
+                sl, _ = per_tensor(L, f"layer_norm_coefficients {g}")
+                qa, qb = _qm(_F32(sl), rounding)
+                guard = max(1, int(_F32(10000) * _F32(sl)))
+                b = t[GATE_BIASES[g]]
+                bias = np.zeros(H, np.int64) if b is None else b.data.astype(np.int64)
+                self.ln_params[g] = (L.data.astype(np.int64), bias, Requant(qa, qb + 12, rounding), guard)
+        # hidden and projection
+        hq = _F32(np.float64(2.0**-15) / np.float64(_F32(s_hid)) * np.float64(2.0**-15))
+        self.hid_req = Requant(*_qm(hq, rounding), rounding)
+        self.zp_hid, self.zp_h = zp_hid, zp_h
+        if self.proj:
+            Wp = t[16]
+            sp, _ = per_tensor(Wp, "projection_weights")
+            self.proj_req = Requant(*_qm(_F32(_F32(sp) * _F32(s_hid)) / _F32(s_h), rounding), rounding)
+            pb = np.zeros(Hp, np.int64) if t[17] is None else t[17].data.astype(np.int64)
+            self.proj_bias = pb + zp_hid * Wp.data.astype(np.int64).sum(axis=1)
+            self.Wp = IntMatrix(np.ascontiguousarray(Wp.data.T), a_absmax=128)
+        s_out = s_h
+        self.qcell_clip = 0
+        if opts.cell_clip > 0:
+            self.qcell_clip = int(np.clip(_F32(opts.cell_clip) / _F32(s_c), -32768.0, 32767.0))
+        self.qproj_clip = 0
+        if opts.proj_clip > 0 and self.proj:
+            self.qproj_clip = int(np.clip(_F32(opts.proj_clip) / _F32(s_out), -128.0, 127.0))
+        self.cell_scale = cs
+        self.sig = activation_lut("logistic", 3)
+        self.tanh3 = activation_lut("tanh", 3)
+        self.sig_sat = saturating_lut("logistic", 3)
+        self.tanh3_sat = saturating_lut("tanh", 3)
+        self.tanh_c = activation_lut("tanh", 15 + cs)
+
+    def initial_state(self, B: int) -> tuple[np.ndarray, np.ndarray]:
+        """The state after ``reset_all_variables()``: output state = its zero point, cell = 0."""
+        return np.full((B, self.n_output), self.zp_h, np.int8), np.zeros((B, self.n_cell), np.int16)
+
+    # ---- pieces ----------------------------------------------------------------------------------------------
+    def _layer_norm(self, x: np.ndarray, g: int) -> np.ndarray:
+        """PortableApplyLayerNorm over the last axis (n_cell) of int16-valued x [B, H]."""
+        L, bias, req, guard = self.ln_params[g]
+        n = x.shape[-1]
+        s = x.sum(axis=-1, keepdims=True)
+        ssq = (x * x).sum(axis=-1, keepdims=True)
+        mean = wrap32(trunc_div(s * 1024, n))
+        var = ssq * ((1 << 20) // n) - mean * mean
+        var2 = wrap32(trunc_div(var, 1 << 20))
+        var2 = np.where(var2 < 1, guard, var2)
+        a, b = gemmlowp.get_inv_sqrt_quantized_multiplier_exp(var2.astype(np.int32), -1)
+        shifted = wrap32(1024 * x - mean)
+        rescaled = Requant(a.astype(np.int64), b.astype(np.int64), self.rounding)(shifted)
+        v3 = rescaled * L + bias  # int64 (TFLite's "TODO: saturate"; the int32 product never overflows in range)
+        v4 = wrap32(trunc_div(np.where(v3 > 0, v3 + 512, v3 - 512), 1024))
+        return _sat(req(v4), -32768, 32767)
+
+    def _peephole(self, gate: np.ndarray, c: np.ndarray, g: int, time_major: bool) -> None:
+        P, req = self.P[g]
+        Hp, H = self.n_output, self.n_cell
+        if Hp == H:
+            gate += req(P * c)
+            _sat(gate, -32768, 32767)
+            return
+        # the kernel walks n_output elements per batch row of the flat [n_batch * n_cell] buffers
+        B = gate.shape[0]
+        nb = B if time_major else 1
+        gf = gate.reshape(B // nb, nb * H)
+        cf = c.reshape(B // nb, nb * H)
+        m = nb * Hp
+        Pf = np.tile(P[:Hp], nb)
+        upd = gf[:, :m] + req(Pf * cf[:, :m])
+        gf[:, :m] = np.clip(upd, -32768, 32767)
+
+    def _input_term(self, x: np.ndarray) -> np.ndarray:
+        """sat16(MBQM(in_bias + Σ x·W)) of every step as int16 [T, B, G*H], in cache-sized chunks of steps."""
+        T, B, I = x.shape
+        GH = self.G * self.n_cell
+        out = np.empty((T, B, GH), np.int16)
+        xf = np.ascontiguousarray(x).reshape(T * B, I)
+        step = max(1, (1 << 17) // max(1, B * GH))  # about 1 MiB of int64 per chunk
+        acc = np.empty((step * B, GH), np.int64)
+        mask = np.empty((step * B, GH), np.int64)
+        fbuf = None if self.W.dtype is None else np.empty((step * B, GH), self.W.dtype)
+        for t0 in range(0, T, step):
+            n = (min(T, t0 + step) - t0) * B
+            a, m = acc[:n], mask[:n]
+            _exact_product(self.W, xf[t0 * B:t0 * B + n], a, None if fbuf is None else fbuf[:n])
+            if self.in_fits:
+                self.in_req.inplace(a, m, self.in_bias_q, self.in_bias)
+            else:
+                a += self.in_bias
+                a[...] = wrap32(a)
+                self.in_req.inplace(a, m)
+            _sat(a, -32768, 32767)
+            out[t0:t0 + n // B] = a.reshape(-1, B, GH)
+        return out
+
+    def run(self, x: np.ndarray, state, *, reverse: bool = False, aux=None):
+        """x int8 [T, B, n_input]; returns (y int8 [T, B, n_output], (h int8, c int16))."""
+        T, B, I = x.shape
+        H, G = self.n_cell, self.G
+        h0, c0 = state
+        gin = self._input_term(x)
+        h8 = np.ascontiguousarray(h0, np.int8)
+        c = np.asarray(c0, np.int32).copy()  # int16 values; products with Q0.15 gates fit int32
+        y = np.empty((T, B, self.n_output), np.int8)
+        gi = {g: j for j, g in enumerate(self.gates)}
+        nsig = (G - 1) * H  # sigmoid columns (i, f, o or f, o)
+        fast = not self.P and not self.ln
+        tm = self.opts.time_major
+        fcol = slice(gi[1] * H, (gi[1] + 1) * H)
+        icol = None if self.cifg else slice(gi[0] * H, (gi[0] + 1) * H)
+        ocol = slice(gi[3] * H, (gi[3] + 1) * H)
+        sh_ig = 30 + self.cell_scale
+        gate = np.empty((B, G * H), np.int64)
+        mask = np.empty((B, G * H), np.int64)
+        sig = np.empty((B, nsig), np.int32)
+        g = np.empty((B, H), np.int32)
+        fbuf = None if self.R.dtype is None else np.empty((B, G * H), self.R.dtype)
+        for s in (range(T - 1, -1, -1) if reverse else range(T)):
+            _exact_product(self.R, h8, gate, fbuf)
+            if self.rec_fits:
+                self.rec_req.inplace(gate, mask, self.rec_bias_q, self.rec_bias)
+            else:
+                gate += self.rec_bias
+                gate[...] = wrap32(gate)
+                self.rec_req.inplace(gate, mask)
+            gate += gin[s]  # the sum of two saturated int16 terms; saturated below (look-up or clip)
+            if fast:
+                np.take(self.sig_sat, gate[:, :nsig], out=sig, mode="wrap")
+                np.take(self.tanh3_sat, gate[:, nsig:], out=g, mode="wrap")
+                f, o = sig[:, fcol], sig[:, ocol]
+                i = (32767 - f) if self.cifg else sig[:, icol]
+            else:
+                _sat(gate, -32768, 32767)
+                acts = {}
+                for gg in self.gates:
+                    if gg == 3 and 3 in self.P:
+                        continue  # the output gate waits for the new cell
+                    v = np.ascontiguousarray(gate[:, gi[gg] * H:(gi[gg] + 1) * H])
+                    if gg in self.P:
+                        self._peephole(v, c, gg, tm)
+                    if self.ln:
+                        v = self._layer_norm(v, gg)
+                    acts[gg] = apply_lut(self.tanh3 if gg == 2 else self.sig, v)
+                f, g = acts[1], acts[2]
+                i = (32767 - f) if self.cifg else acts[0]
+            # CwiseMul16 results always fit int16 here (|f·c| >> 15 and |i·g| >> (30 + cs) with 30 + cs >= 15 are
+            # <= 32767), so the int16 wrap of the C++ code is a no-op; the add saturates.
+            c = rdpot_const(f * c, 15)
+            c += rdpot_const(i * g, sh_ig)
+            _sat(c, -32768, 32767)
+            if self.qcell_clip > 0:
+                _sat(c, -self.qcell_clip, self.qcell_clip)
+            if not fast:
+                if 3 in acts:
+                    o = acts[3]
+                else:
+                    v = np.ascontiguousarray(gate[:, gi[3] * H:(gi[3] + 1) * H])
+                    self._peephole(v, c, 3, tm)
+                    if self.ln:
+                        v = self._layer_norm(v, 3)
+                    o = apply_lut(self.sig, v)
+            m = self.hid_req(o * apply_lut(self.tanh_c, c))
+            if self.proj:
+                m -= self.zp_hid
+                _sat(m, -128, 127)
+                a = self.Wp.matmul(m.astype(np.int8), check=False)
+                a += self.proj_bias
+                h = self.proj_req(wrap32(a))
+                h += self.zp_h
+                _sat(h, -128, 127)
+                if self.qproj_clip > 0:
+                    _sat(h, -self.qproj_clip, self.qproj_clip)
+            else:
+                m += self.zp_hid
+                h = _sat(m, -128, 127)
+            h8 = h.astype(np.int8)
+            y[s] = h8
+        return y, (h8, c.astype(np.int16))

@@ -1,0 +1,244 @@
+"""Tensor slots and options of the TFLite recurrent ops (litert.md sections 1-3), as data.
+
+An LSTM direction is described by :class:`LstmTensors`: its 24 input slots (``None`` where absent) and the five
+intermediates; each present slot is a :class:`~fusedrnn.targets.litert.reader.TensorInfo` (data, scale, zero
+point). Gate order is i, f, c (the cell candidate, "g"), o.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ...errors import AttributeValueError, DTypeError, ShapeError, UnsupportedFeatureError
+from .reader import TensorInfo
+
+# LSTM / UNIDIRECTIONAL_SEQUENCE_LSTM input slots (lstm_shared.h)
+INPUT = 0
+INPUT_WEIGHTS = (1, 2, 3, 4)  # i, f, c, o  [n_cell, n_input]
+RECURRENT_WEIGHTS = (5, 6, 7, 8)  # [n_cell, n_output] or [n_cell] (diagonal)
+PEEPHOLES = (9, 10, 11)  # cell_to_{input, forget, output}  [n_cell]
+GATE_BIASES = (12, 13, 14, 15)
+PROJECTION_WEIGHTS = 16  # [n_output, n_cell]
+PROJECTION_BIAS = 17
+OUTPUT_STATE = 18  # variable [B, n_output]
+CELL_STATE = 19  # variable [B, n_cell]
+LAYER_NORM = (20, 21, 22, 23)
+SLOT_NAMES = (
+    "input", "input_to_input_weights", "input_to_forget_weights", "input_to_cell_weights",
+    "input_to_output_weights", "recurrent_to_input_weights", "recurrent_to_forget_weights",
+    "recurrent_to_cell_weights", "recurrent_to_output_weights", "cell_to_input_weights", "cell_to_forget_weights",
+    "cell_to_output_weights", "input_gate_bias", "forget_gate_bias", "cell_gate_bias", "output_gate_bias",
+    "projection_weights", "projection_bias", "output_state", "cell_state", "input_layer_norm_coefficients",
+    "forget_layer_norm_coefficients", "cell_layer_norm_coefficients", "output_layer_norm_coefficients",
+)
+
+# BIDIRECTIONAL_SEQUENCE_LSTM (48 inputs): slot k (1..17) of fw is k, of bw is k + 17
+BI_FW_STATES = (35, 36)
+BI_BW_STATES = (37, 38)
+BI_AUX_INPUT = 39
+BI_FW_AUX_WEIGHTS = (40, 41, 42, 43)
+BI_BW_AUX_WEIGHTS = (44, 45, 46, 47)
+
+FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
+
+
+def apply_fused_activation(v: np.ndarray, name: str) -> np.ndarray:
+    """In place: TFLite's ``ApplyActivationToVector`` (float). Returns v."""
+    if name == "TANH":
+        np.tanh(v, out=v)
+    elif name == "RELU":
+        np.maximum(v, 0, out=v)
+    elif name == "RELU6":
+        np.clip(v, 0, 6, out=v)
+    elif name == "RELU_N1_TO_1":
+        np.clip(v, -1, 1, out=v)
+    elif name == "SIGMOID":
+        v[...] = 1.0 / (1.0 + np.exp(-v.astype(np.float64)))
+    elif name == "SIGN_BIT":
+        v[...] = np.signbit(v).astype(v.dtype)
+    elif name != "NONE":
+        raise AttributeValueError(f"fused_activation_function: expected one of {FUSED_ACTIVATIONS}, got {name!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class LstmOptions:
+    """Options of the LSTM ops (``cell_clip``/``proj_clip`` 0 = off)."""
+
+    fused_activation_function: str = "TANH"
+    cell_clip: float = 0.0
+    proj_clip: float = 0.0
+    time_major: bool = False
+    asymmetric_quantize_inputs: bool = False
+    diagonal_recurrent_tensors: bool = False
+    merge_outputs: bool = False  # bidirectional only
+
+    @classmethod
+    def from_dict(cls, d: dict, **defaults) -> LstmOptions:
+        known = {f: d[f] for f in cls.__dataclass_fields__ if f in d}
+        opts = replace(cls(**defaults), **known)
+        if opts.fused_activation_function not in FUSED_ACTIVATIONS:
+            raise AttributeValueError(f"fused_activation_function: expected one of {FUSED_ACTIVATIONS}, got "
+                                      f"{opts.fused_activation_function!r}")
+        for name in ("cell_clip", "proj_clip"):
+            v = getattr(opts, name)
+            if not np.isfinite(v) or v < 0:
+                raise AttributeValueError(f"{name}: expected a finite value >= 0 (0 = off), got {v!r}")
+        return opts
+
+
+def const(name: str, data, scale=None, zero_point=None, *, type_name: str | None = None,
+          is_variable: bool = False, shape=None) -> TensorInfo:
+    """A :class:`TensorInfo` made in Python (tests, converters): constant ``data`` with optional per-tensor
+    ``scale`` / ``zero_point``; ``data=None`` with ``shape`` for a variable or an intermediate."""
+    arr = None if data is None else np.asarray(data)
+    if type_name is None:
+        if arr is None:
+            raise DTypeError(f"{name}: a tensor without data needs type_name")
+        type_name = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int8): "INT8", np.dtype(np.int16): "INT16",
+                     np.dtype(np.int32): "INT32", np.dtype(np.uint8): "UINT8", np.dtype(np.float16): "FLOAT16",
+                     np.dtype(np.int64): "INT64"}.get(arr.dtype)
+        if type_name is None:
+            raise DTypeError(f"{name}: unsupported dtype {arr.dtype}")
+    sc = None if scale is None else np.atleast_1d(np.asarray(scale, np.float32))
+    zp = None if sc is None else (np.zeros(sc.shape, np.int64) if zero_point is None
+                                  else np.atleast_1d(np.asarray(zero_point, np.int64)))
+    shp = tuple(arr.shape) if arr is not None else tuple(shape or ())
+    return TensorInfo(-1, name, type_name, shp, arr, sc, zp, 0, is_variable)
+
+
+@dataclass
+class LstmTensors:
+    """One LSTM direction: ``slots[k]`` for the 24 LSTM input slots (slot 0 describes the input tensor, 18/19 the
+    state variables), ``intermediates`` (five or none), ``aux`` = aux-input weights (i, f, c, o) of a
+    bidirectional op."""
+
+    slots: list
+    intermediates: list = field(default_factory=list)
+    aux: list = field(default_factory=lambda: [None] * 4)
+
+    def __post_init__(self):
+        if len(self.slots) < 24:
+            self.slots = list(self.slots) + [None] * (24 - len(self.slots))
+
+    def __getitem__(self, k: int) -> TensorInfo | None:
+        return self.slots[k]
+
+    # ---- facts ---------------------------------------------------------------------------------------------
+    @property
+    def cifg(self) -> bool:
+        return self.slots[1] is None
+
+    @property
+    def peephole(self) -> bool:
+        return self.slots[11] is not None
+
+    @property
+    def projection(self) -> bool:
+        return self.slots[16] is not None
+
+    @property
+    def layer_norm(self) -> bool:
+        return self.slots[21] is not None
+
+    @property
+    def n_cell(self) -> int:
+        return self.slots[2].shape[0]
+
+    @property
+    def n_input(self) -> int:
+        return self.slots[2].shape[1]
+
+    @property
+    def n_output(self) -> int:
+        return self.slots[16].shape[0] if self.projection else self.n_cell
+
+    @property
+    def n_aux_input(self) -> int:
+        return 0 if self.aux[1] is None else self.aux[1].shape[1]
+
+    @property
+    def diagonal(self) -> bool:
+        return len(self.slots[6].shape) == 1
+
+    def kind(self) -> str:
+        """``"float"``, ``"hybrid"`` or ``"integer"`` (8x8_16) from the tensor types."""
+        w = self.slots[2].type_name
+        inp = self.slots[0].type_name if self.slots[0] is not None else "FLOAT32"
+        if inp == "INT8":
+            cell = self.slots[19]
+            if cell is not None and cell.type_name != "INT16":
+                raise UnsupportedFeatureError(f"cell_state: the integer LSTM kernel supported is 8x8_16 (int16 cell "
+                                              f"state); got {cell.type_name} (8x8_8 is not implemented)")
+            return "integer"
+        if inp not in ("FLOAT32",):
+            raise UnsupportedFeatureError(f"input: expected a FLOAT32 or INT8 LSTM input, got {inp}")
+        if w in ("INT8", "UINT8"):
+            return "hybrid"
+        if w in ("FLOAT32", "FLOAT16"):
+            return "float"
+        raise UnsupportedFeatureError(f"input_to_forget_weights: unsupported weight type {w}")
+
+    def validate(self, diagonal: bool = False) -> None:
+        """Check presence rules and shapes (raise ShapeError / AttributeValueError naming the slot)."""
+        s = self.slots
+        for k in (2, 3, 4, 6, 7, 8, 13, 14, 15):
+            if s[k] is None or s[k].data is None:
+                raise AttributeValueError(f"{SLOT_NAMES[k]}: required constant tensor (slot {k}) is missing")
+        n_cell, n_input, n_output = self.n_cell, self.n_input, self.n_output
+        cifg = s[1] is None
+        if cifg != (s[5] is None):
+            raise AttributeValueError("input_to_input_weights / recurrent_to_input_weights: CIFG needs both absent, "
+                                      f"got slot 1 {'absent' if s[1] is None else 'present'}, slot 5 "
+                                      f"{'absent' if s[5] is None else 'present'}")
+        if not cifg and s[12] is None:
+            raise AttributeValueError("input_gate_bias: required (slot 12) unless CIFG")
+        rec_shape = (n_cell,) if diagonal else (n_cell, n_output)
+        expect = {k: (n_cell, n_input) for k in INPUT_WEIGHTS}
+        expect.update({k: rec_shape for k in RECURRENT_WEIGHTS})
+        expect.update({k: (n_cell,) for k in PEEPHOLES + GATE_BIASES + LAYER_NORM})
+        expect.update({PROJECTION_WEIGHTS: (n_output, n_cell), PROJECTION_BIAS: (n_output,)})
+        for k, shp in expect.items():
+            if s[k] is not None and tuple(s[k].shape) != shp:
+                raise ShapeError(f"{SLOT_NAMES[k]}: expected shape {shp} (slot {k}), got {tuple(s[k].shape)}")
+        if s[9] is None and s[11] is not None and not cifg:
+            raise AttributeValueError("cell_to_input_weights: peepholes without CIFG need all three (slots 9-11)")
+        if (s[10] is None) != (s[11] is None):
+            raise AttributeValueError("cell_to_forget_weights / cell_to_output_weights: both or neither")
+        ln = [s[k] is not None for k in LAYER_NORM]
+        if any(ln) and not all(ln[1:]):
+            raise AttributeValueError("layer_norm_coefficients: forget, cell and output (slots 21-23) come together")
+        if s[17] is not None and s[16] is None:
+            raise AttributeValueError("projection_bias: needs projection_weights (slot 16)")
+        for j, a in enumerate(self.aux):
+            if a is not None and tuple(a.shape)[0] != n_cell:
+                raise ShapeError(f"aux_input_to_{'ifco'[j]}_weights: expected {n_cell} rows, got {tuple(a.shape)}")
+
+
+def values(t: TensorInfo | None, dtype=np.float32) -> np.ndarray | None:
+    """The tensor's data as ``dtype`` (float16 widened), or None."""
+    if t is None or t.data is None:
+        return None
+    return np.asarray(t.data, dtype=dtype)
+
+
+def dequantized(t: TensorInfo | None) -> np.ndarray | None:
+    """Float32 values of a (possibly quantized, per-tensor) constant: (q - zp)·scale, or the float data."""
+    if t is None or t.data is None:
+        return None
+    if t.dtype is not None and t.dtype.kind in "iu" and t.quantized:
+        zp = np.float32(t.zero_point[0]) if t.zero_point is not None else np.float32(0)
+        return ((t.data.astype(np.float32) - zp) * np.float32(t.scale[0])).astype(np.float32)
+    return np.asarray(t.data, np.float32)
+
+
+def per_tensor(t: TensorInfo, name: str) -> tuple[float, int]:
+    """(scale, zero_point) of a per-tensor quantized tensor (UnsupportedFeatureError for per-channel)."""
+    if not t.quantized:
+        raise AttributeValueError(f"{name}: expected a quantized tensor with a scale, got none")
+    if t.scale.size != 1:
+        raise UnsupportedFeatureError(f"{name}: the TFLite fused LSTM takes per-tensor quantization only, got "
+                                      f"{t.scale.size} scales")
+    return float(t.scale[0]), int(t.zero_point[0])

@@ -1,0 +1,257 @@
+"""The ``litert-float``, ``litert-hybrid`` and ``litert-int8x16`` emulation targets (registry ``prepare`` hooks).
+
+``layer.to("litert-int8x16", calibration=x)`` quantizes the layer as the TF converter would (see
+:mod:`~fusedrnn.targets.litert.layer_map`) and runs the 8x8_16 kernel: the float input is quantized to the
+calibrated int8 input parameters (round half to even), initial states to the output-state and cell parameters,
+and the int8 outputs / final states are dequantized. A layer imported with ``LSTM.from_tflite`` keeps the
+model's own tensors: ``calibration="tflite"`` runs them unchanged (bit-exact with the interpreter). TFLite has no
+sequence lengths: calls with ``sequence_lens`` shorter than T are refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError, UnsupportedFeatureError
+from ..registry import Target, register
+from .layer_map import (
+    calibrate_direction,
+    check_lstm_expressible,
+    float_direction,
+    float_tensors,
+    fused_activation,
+    integer_tensors,
+    lstm_options,
+)
+from .ops import make_lstm_kernel
+from .slots import const
+
+_BASE = ("bidirectional", "peepholes", "projection", "layer_norm", "cifg", "cell_clip")
+FEATURES = {
+    "litert-float": frozenset(("lstm", "gru", "rnn", "custom_activations", "diagonal_recurrence") + _BASE),
+    "litert-hybrid": frozenset(("lstm", "rnn", "custom_activations", "diagonal_recurrence") + _BASE),
+    "litert-int8x16": frozenset(("lstm",) + _BASE),
+}
+
+
+def _time_major_list(layer, calibration) -> list[np.ndarray]:
+    items = calibration if isinstance(calibration, (list, tuple)) else [calibration]
+    out = []
+    for k, a in enumerate(items):
+        a = np.asarray(a, np.float64)
+        if a.ndim != 3 or a.shape[2] != layer.input_size:
+            raise ShapeError(f"calibration[{k}]: expected input sequences [{'B, T' if layer.batch_first else 'T, B'}, "
+                             f"{layer.input_size}], got shape {a.shape}")
+        out.append(a.transpose(1, 0, 2) if layer.batch_first else a)
+    return out
+
+
+def _reverse_flags(layer) -> list[bool]:
+    return [layer.direction == "reverse" or d == 1 for d in range(layer.num_directions)]
+
+
+def _check_lens(lens, T: int) -> None:
+    if lens is not None and not np.all(lens == T):
+        raise UnsupportedFeatureError("sequence_lens: TFLite's fused ops have no sequence lengths; every sequence "
+                                      "must run the full T steps")
+
+
+def _kept(layer, kind: str):
+    kept = getattr(layer, "_litert", None)
+    if kept is not None and kept["kind"] == kind:
+        return kept
+    return None
+
+
+# ---- LSTM ----------------------------------------------------------------------------------------------------
+def _lstm_prepare(layer, calibration, mode: str):
+    check_lstm_expressible(layer)
+    D = layer.num_directions
+    rev = _reverse_flags(layer)
+    kinds = {"litert-float": "float", "litert-hybrid": "hybrid", "litert-int8x16": "integer"}
+    kept = _kept(layer, kinds[mode]) if isinstance(calibration, str) and calibration == "tflite" else None
+    if isinstance(calibration, str) and kept is None:
+        raise UnsupportedFeatureError(f"calibration: {calibration!r} means the quantization stored in an imported "
+                                      f".tflite model, but this layer was not imported from a {kinds[mode]} model")
+    if kept is None and mode == "litert-int8x16":
+        if layer.diagonal:
+            raise UnsupportedFeatureError("diagonal recurrence: the 8x8_16 kernel has none")
+        if calibration is None:
+            raise UnsupportedFeatureError("calibration: litert-int8x16 needs calibration input sequences "
+                                          "(or 'tflite' for an imported 8x8_16 model)")
+        if any(fused_activation(layer, d) != "TANH" for d in range(D)):
+            raise UnsupportedFeatureError("activations: the 8x8_16 kernel always uses tanh")
+        xs = _time_major_list(layer, calibration)
+        fds = [float_direction(layer, d) for d in range(D)]
+        stats = [calibrate_direction(fds[d], lstm_options(layer, d), xs, reverse=rev[d]) for d in range(D)]
+        # both directions share one output range, so their int8 outputs can be concatenated without requantizing
+        lo, hi = min(s.h_min for s in stats), max(s.h_max for s in stats)
+        for st in stats:
+            st.h_min, st.h_max = lo, hi
+    kernels = []
+    for d in range(D):
+        if kept is not None:
+            t, opts = kept["tensors"][d], kept["options"]
+        else:
+            opts = lstm_options(layer, d, asymmetric=mode == "litert-hybrid")
+            if mode == "litert-int8x16":
+                t = integer_tensors(fds[d], stats[d])
+            else:
+                t = float_tensors(float_direction(layer, d), hybrid=mode == "litert-hybrid", diagonal=layer.diagonal)
+        kernels.append(make_lstm_kernel(t, opts))
+    integer = kernels[0].kind == "integer"
+    q = [_lstm_qparams(k.t) for k in kernels] if integer else None
+
+    def run(x, states, lens):
+        T, B, _ = x.shape
+        _check_lens(lens, T)
+        h0, c0 = states
+        dt = x.dtype
+        Y = np.empty((T, len(kernels), B, kernels[0].n_output), dt)
+        hs, cs = [], []
+        for d, k in enumerate(kernels):
+            if integer:
+                (sx, zx), (sh, zh), sc = q[d]
+                deq = ((np.arange(-128, 128) - zh) * sh).astype(dt)  # every int8 output value, dequantized
+                xq = _quant(x, sx, zx, np.int8)
+                st = (_quant(h0[d], sh, zh, np.int8), _quant(c0[d], sc, 0, np.int16))
+                y, (h, c) = k.run(xq, st, reverse=rev[d])
+                np.take(deq, y.astype(np.intp) + 128, out=Y[:, d])
+                hs.append(deq[h.astype(np.intp) + 128])
+                cs.append(c.astype(np.float64) * sc)
+            else:
+                y, (h, c) = k.run(np.asarray(x, np.float32), (h0[d], c0[d]), reverse=rev[d])
+                Y[:, d] = y
+                hs.append(h)
+                cs.append(c)
+        return Y, (np.stack(hs).astype(dt), np.stack(cs).astype(dt))
+
+    run.kernels = kernels
+    return run
+
+
+def _lstm_qparams(t):
+    sx, zx = float(t[0].scale[0]), int(t[0].zero_point[0])
+    sh, zh = float(t[18].scale[0]), int(t[18].zero_point[0])
+    return (sx, zx), (sh, zh), float(t[19].scale[0])
+
+
+def _quant(v, scale: float, zp: int, dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    q = np.rint(np.asarray(v, np.float64) / scale) + zp  # round half to even
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+# ---- RNN / GRU -------------------------------------------------------------------------------------------------
+def _rnn_prepare(layer, mode: str):
+    from .rnn import RnnKernel
+
+    if layer.clip is not None:
+        raise UnsupportedFeatureError("clip: TFLite's RNN ops have no pre-activation clip")
+    hybrid = mode == "litert-hybrid"
+    kernels = []
+    for d in range(layer.num_directions):
+        act = fused_activation(layer, d)
+        b = np.zeros(layer.hidden_size)
+        for bb in (layer.b_x, layer.b_h):
+            if bb is not None:
+                b = b + bb[d]
+        W, R = np.asarray(layer.W[d], np.float32), np.asarray(layer.R[d], np.float32)
+        if hybrid:
+            from ...numerics.affine import tflite_symmetric_quantize
+
+            (qw, sw), (qr, sr) = tflite_symmetric_quantize(W), tflite_symmetric_quantize(R)
+            Wt, Rt = const("W", qw, float(sw)), const("R", qr, float(sr))
+        else:
+            Wt, Rt = const("W", W), const("R", R)
+        kernels.append(RnnKernel(Wt, Rt, const("b", b.astype(np.float32)), activation=act, asymmetric=hybrid))
+    return _simple_runner(layer, kernels)
+
+
+def _gru_prepare(layer):
+    from .rnn import SequenceGRU
+
+    if layer.clip is not None or layer.linear_before_reset:
+        raise UnsupportedFeatureError("linear_before_reset / clip: TFLite's custom GRU resets before the matmul and "
+                                      "has no clip")
+    if any(tuple(a.name for a in acts) != ("Sigmoid", "Tanh") for acts in layer.activations):
+        raise UnsupportedFeatureError("activations: TFLite's custom GRU uses sigmoid and tanh")
+    H = layer.hidden_size
+    grus = []
+    for d in range(layer.num_directions):
+        W, R = np.asarray(layer.W[d], np.float64), np.asarray(layer.R[d], np.float64)
+        b = np.zeros(3 * H)
+        for bb in (layer.b_x, layer.b_h):
+            if bb is not None:
+                b = b + bb[d]
+        z, r, n = slice(0, H), slice(H, 2 * H), slice(2 * H, 3 * H)
+        Wg = np.concatenate([np.concatenate([W[r], R[r]], 1), np.concatenate([W[z], R[z]], 1)]).astype(np.float32)
+        bg = np.concatenate([b[r], b[z]]).astype(np.float32)
+        Wc = np.concatenate([W[n], R[n]], 1).astype(np.float32)
+        bc = const("bc", b[n].astype(np.float32))
+        grus.append(SequenceGRU(const("Wg", Wg), const("bg", bg), const("Wc", Wc), bc))
+    rev = _reverse_flags(layer)
+
+    def run(x, states, lens):
+        T, B, _ = x.shape
+        _check_lens(lens, T)
+        (h0,) = states
+        Y, hs = [], []
+        for d, g in enumerate(grus):
+            xs = np.asarray(x, np.float32)[::-1] if rev[d] else np.asarray(x, np.float32)
+            y, h = g(np.ascontiguousarray(xs), np.asarray(h0[d], np.float32))
+            Y.append(y[::-1] if rev[d] else y)
+            hs.append(h)
+        return np.stack(Y, axis=1).astype(x.dtype), (np.stack(hs).astype(x.dtype),)
+
+    return run
+
+
+def _simple_runner(layer, kernels):
+    rev = _reverse_flags(layer)
+
+    def run(x, states, lens):
+        T, B, _ = x.shape
+        _check_lens(lens, T)
+        (h0,) = states
+        Y, hs = [], []
+        for d, k in enumerate(kernels):
+            y, (h,) = k.run(np.asarray(x, np.float32), (h0[d],), reverse=rev[d])
+            Y.append(y)
+            hs.append(h)
+        return np.stack(Y, axis=1).astype(x.dtype), (np.stack(hs).astype(x.dtype),)
+
+    return run
+
+
+def _prepare(mode: str):
+    def prepare(layer, calibration):
+        if layer.cell == "lstm":
+            return _lstm_prepare(layer, calibration, mode)
+        if layer.cell == "rnn":
+            return _rnn_prepare(layer, mode)
+        return _gru_prepare(layer)
+
+    return prepare
+
+
+TARGETS = (
+    Target("litert-float", "TFLite / LiteRT float kernels (UNIDIRECTIONAL_SEQUENCE_LSTM, sequence RNN, custom GRU)",
+           family="litert", dtype=np.dtype(np.float32), features=FEATURES["litert-float"], bit_exact=False,
+           prepare=_prepare("litert-float")),
+    Target("litert-hybrid", "TFLite dynamic-range (hybrid) kernels: int8 per-tensor weights, per-row asymmetric "
+           "input quantization, float state", family="litert", dtype=np.dtype(np.float32),
+           features=FEATURES["litert-hybrid"], bit_exact=False, prepare=_prepare("litert-hybrid")),
+    Target("litert-int8x16", "TFLite full-integer 8x8_16 LSTM (int8 activations and weights, int16 cell), "
+           "converter-like calibration, bit-exact with the LiteRT interpreter", family="litert",
+           dtype=np.dtype(np.float32), features=FEATURES["litert-int8x16"], bit_exact=True,
+           prepare=_prepare("litert-int8x16"), needs_calibration=True),
+)
+
+
+def register_all() -> None:
+    from ..registry import names
+
+    for t in TARGETS:
+        if t.name not in names():
+            register(t)

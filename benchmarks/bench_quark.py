@@ -1,0 +1,179 @@
+"""Quark ExtendedLSTM, faithful mode: fusedrnn vs Quark's compiled kernel vs a per-element Python kernel.
+
+Run from the repository root::
+
+    python -m benchmarks.bench_quark              # T=100, H=128, I=64 (the issue's case), about a minute
+    python -m benchmarks.bench_quark --quick      # fewer rounds
+    python -m benchmarks.bench_quark --T 200 --H 64 --I 32 --json benchmarks/results/quark.json
+
+The compiled kernel is Quark's own C++ source from the amd-quark wheel (downloaded with pip, built with g++ in
+a temporary directory; ``FUSEDRNN_QUARK_WHEEL`` points at a local wheel). The per-element Python kernel is a
+straightforward transcription of the same arithmetic (Python ints, NumPy float32 scalars, the C library's tanhf
+through ctypes); its cost is linear in T, so it is timed on ``--naive-steps`` steps and scaled to T (both
+numbers are printed). Every implementation is checked bit for bit against fusedrnn. All three are timed in
+the same run, interleaved, single-threaded (numpy's BLAS limited to 1 thread). Exit status 1 on disagreement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .common import ForeignLoad, interleaved_timing, machine_facts, set_threads
+
+
+def make_case(T: int, H: int, I: int, seed: int = 0) -> tuple[tuple, dict]:  # noqa: E741
+    """Trained-like random weights with min/max uint16 scales (Y symmetric over [-1, 1])."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(T, 1, I)).astype(np.float32)
+    W = (rng.normal(size=(2, 4 * H, I)) * 0.7 / math.sqrt(I)).astype(np.float32)
+    R = (rng.normal(size=(2, 4 * H, H)) * 0.7 / math.sqrt(H)).astype(np.float32)
+    B = (rng.normal(size=(2, 8 * H)) * 0.2).astype(np.float32)
+    sc = {}
+    for n, a in zip("xwrb", (X, W, R, B), strict=True):
+        lo, hi = min(float(a.min()), 0.0), max(float(a.max()), 0.0)
+        s = (hi - lo) / 65535.0
+        sc[f"{n}_scale"], sc[f"{n}_zero_point"] = s, int(round(-lo / s))
+    sc["y_scale"], sc["y_zero_point"] = 2.0 / 65535.0, 32768
+    return (X, W, R, B), sc
+
+
+def naive_kernel(X, W, R, B, sc: dict, H: int, steps: int) -> np.ndarray:
+    """Quark's kernel element by element in Python (first ``steps`` steps of each direction); uint16 Y codes
+    [steps, 2, H] where each direction processes its first ``steps`` inputs (x[0..] forward, x[T-1..] backward)."""
+    from fusedrnn.numerics.affine import quark_quantize_uint16 as quant
+    from fusedrnn.quark import make_scales
+    from fusedrnn.targets.quark import fixed
+    from fusedrnn.targets.quark.params import kernel_params
+    from fusedrnn.targets.quark.tanhf import _libm
+
+    tanhf = _libm()
+    s = make_scales(**sc)
+    T, _, I = X.shape  # noqa: E741
+    x = [[int(v) - 32768 for v in row] for row in quant(X, s.x_scale, s.x_zero_point)[:, 0]]
+    w = (quant(W, s.w_scale, s.w_zero_point).astype(np.int64) - 32768)
+    r = (quant(R, s.r_scale, s.r_zero_point).astype(np.int64) - 32768)
+    b = (quant(B, s.b_scale, s.b_zero_point).astype(np.int64) - 32768)
+    p = kernel_params(s, w.sum(axis=2), r.sum(axis=2), b[:, :4 * H], b[:, 4 * H:], I, H, faithful=True)
+    w, r = w.tolist(), r.tolist()
+
+    def srs(v, sh):
+        half = 0 if sh == 0 else fixed.c_one_shl(sh - 1)
+        a = (abs(v) + half) >> sh
+        return max(-(2**31), min(2**31 - 1, -a if v < 0 else a))
+
+    def wrap32(v):
+        return ((v + 2**31) % 2**32) - 2**31
+
+    f32 = np.float32
+    out = np.zeros((steps, 2, H), dtype=np.uint16)
+    for d in range(2):
+        h = [p.ohz] * H
+        c = [f32(0.0)] * H
+        for t in range(steps):
+            xt = x[T - 1 - t] if d else x[t]
+            g = []
+            for k in range(4 * H):
+                acc = 0
+                for j in range(I):
+                    acc += xt[j] * w[d][k][j]
+                a = srs(srs(acc, p.xw) * p.qx, p.xwq)
+                acc = 0
+                for j in range(H):
+                    acc += h[j] * r[d][k][j]
+                g.append(a + srs(srs(acc, p.hr) * p.qh, p.hrq))
+            xs = srs(sum(xt) * p.qa, p.xss)
+            hs = srs(sum(h) * p.qb, p.hss)
+            for k in range(4 * H):
+                g[k] = wrap32(g[k] - xs - hs + int(p.qc[d][k]))
+            for i in range(H):
+                vi, vo, vf = (f32(float(f32(tanhf(float(f32(g[i + n * H] / 2.0**25))))) * 0.5 + 0.5)
+                              for n in range(3))
+                vc = f32(tanhf(float(f32(g[i + 3 * H] / 2.0**24))))
+                c[i] = vi * vc + vf * c[i]
+                hf = vo * f32(tanhf(float(c[i])))
+                hint = int(fixed.round_int_c(np.float64(hf) * 2.0**24))
+                v = hint * p.ohs + (p.ohz << p.oh)
+                half = fixed.c_one_shl(p.oh - 1)
+                q = (abs(v) + half) >> p.oh
+                q = max(-65536, min(65535, -q if v < 0 else q))
+                h[i] = ((q + 32768) & 0xFFFF) - 32768
+                out[t, d, i] = (h[i] + 32768) & 0xFFFF
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--T", type=int, default=100)
+    ap.add_argument("--H", type=int, default=128)
+    ap.add_argument("--I", type=int, default=64)
+    ap.add_argument("--naive-steps", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+
+    import fusedrnn.quark as quark
+    from fusedrnn.numerics.affine import quark_quantize_uint16 as quant
+    from fusedrnn.targets.quark import reference
+
+    threads = set_threads(1)
+    (X, W, R, B), sc = make_case(args.T, args.H, args.I)
+    H = args.H
+    print(f"ExtendedLSTM faithful, T={args.T} H={H} I={args.I} batch 1, bidirectional; {threads}")
+    s = quark.make_scales(**sc)
+    codes = [quant(a, getattr(s, f"{n}_scale"), getattr(s, f"{n}_zero_point"))
+             for n, a in zip("xwrb", (X, W, R, B), strict=True)]
+    ours_y = quark.extended_lstm(X, W, R, B, hidden_size=H, **sc)
+    ours_q = quark.extended_lstm_quantized(*codes, s, hidden_size=H)
+    fns = {"fusedrnn": lambda: quark.extended_lstm(X, W, R, B, hidden_size=H, **sc),
+           "fusedrnn corrected": lambda: quark.extended_lstm(X, W, R, B, hidden_size=H, mode="corrected", **sc)}
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            dll = reference.build(Path(tmp))
+        except reference.OracleUnavailable as e:
+            dll = None
+            print(f"compiled kernel unavailable: {e}")
+        if dll is not None:
+            y_c, _ = reference.run(dll, X, W, R, B, sc, H)
+            same = np.array_equal(y_c.view(np.uint32), ours_y.view(np.uint32))
+            ok &= same
+            print(f"compiled kernel agrees bit for bit: {same}")
+            fns["compiled (g++ -O2)"] = lambda: reference.run(dll, X, W, R, B, sc, H)
+        n = min(args.naive_steps, args.T)
+        naive = naive_kernel(X, W, R, B, sc, H, n)
+        same = np.array_equal(naive[:, 0], ours_q[:n, 0, 0]) and np.array_equal(naive[:, 1], ours_q[::-1][:n, 1, 0])
+        ok &= same
+        print(f"per-element Python kernel ({n} steps) agrees bit for bit: {same}")
+        fns[f"python per-element ({n} steps)"] = lambda: naive_kernel(X, W, R, B, sc, H, n)
+        load = ForeignLoad()
+        timing = interleaved_timing(fns, min_rounds=2 if args.quick else 3, max_rounds=3 if args.quick else 6,
+                                    budget_s=20 if args.quick else 60)
+        foreign = load.stop()
+    med = {k: timing.median(k) for k in fns}
+    naive_key = f"python per-element ({n} steps)"
+    med["python per-element (scaled to T)"] = med.pop(naive_key) * args.T / n
+    for k, v in med.items():
+        print(f"  {k:34s} {1e3 * v:10.1f} ms")
+    ratios = {"python_per_element_over_fusedrnn": med["python per-element (scaled to T)"] / med["fusedrnn"]}
+    print(f"fusedrnn is {ratios['python_per_element_over_fusedrnn']:.0f}x faster than the per-element Python kernel "
+          f"(goal >= 100x)")
+    if "compiled (g++ -O2)" in med:
+        ratios["fusedrnn_over_compiled"] = med["fusedrnn"] / med["compiled (g++ -O2)"]
+        print(f"fusedrnn takes {ratios['fusedrnn_over_compiled']:.2f}x the compiled kernel's time (goal <= 5x)")
+    print(f"foreign CPU load during timing: {foreign}")
+    if args.json:
+        args.json.write_text(json.dumps({"case": {k: v for k, v in vars(args).items() if k != "json"}, "median_s": med,
+                                         "ratios": ratios, "agree": bool(ok), "machine": machine_facts(),
+                                         "foreign_load": foreign}, indent=2, default=str))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""The ExtendedLSTM recurrence (quark.md section 3, step 3), vectorised over directions and batch.
+
+Inputs are int16-domain integers (q - 32768). Per step the Python work is a fixed number of NumPy calls on
+[D, B, 4H] arrays; the input projection of all timesteps is one exact GEMM before the loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...numerics.int_matmul import IntMatrix, int_matmul
+from .fixed import round_half_away, round_int_c_small, srs, srs_fn, srs_hidden_fn
+from .params import KernelParams
+from .tanhf import tanhf
+
+_F32 = np.float32
+_SCALE_SIG = _F32(2.0**-25)  # sigmoid gates: tanh(g / 2^25)
+_SCALE_TANH = _F32(2.0**-24)  # candidate gate: tanh(g / 2^24)
+_Q15 = 2**15  # |x'|, |W'|, |R'|, |h| <= 2^15
+
+
+def run_kernel(xq: np.ndarray, wq: np.ndarray, rq: np.ndarray, p: KernelParams, *, reverse: tuple[bool, ...],
+               faithful: bool, h0: np.ndarray | None = None, c0: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run the recurrence.
+
+    xq [T, B, I], wq [D, 4H, I], rq [D, 4H, H]: int16-domain integers (gate order i, o, f, c). ``reverse[d]``
+    says whether direction d reads x backwards (its outputs are stored in input time order).
+    h0 [D, B, H] int16-domain initial hidden state (default the kernel's ``ohz``), c0 [D, B, H] float32 initial
+    cell (default 0). Returns (y [T, D, B, H] int16-domain int64, h_T [D, B, H] int64, c_T [D, B, H] float32).
+    """
+    T, B, I = xq.shape
+    D, G, _ = wq.shape
+    H = G // 4
+    # Input part of every gate for every step, hoisted out of the loop: one exact GEMM for all directions.
+    # |x'|, |W'| <= 2^15, so every partial sum is <= I * 2^30 <= 2^53 for I <= 2^23: float64 BLAS is exact.
+    xs16 = xq.astype(np.int16)
+    xd = np.stack([xs16[::-1] if r else xs16 for r in reverse]).reshape(D, T * B, I)
+    proj = int_matmul(xd, np.swapaxes(wq, 1, 2).astype(np.int16), a_absmax=_Q15, b_absmax=_Q15)
+    proj = proj.reshape(D, T, B, G)
+    a = srs(srs(proj, p.xw, faithful=faithful, bound=I * _Q15 * _Q15) * p.qx, p.xwq, faithful=faithful)
+    xsum = xq.astype(np.int64).sum(axis=2)  # [T, B], exact
+    xsum = np.stack([xsum[::-1] if r else xsum for r in reverse])  # [D, T, B]
+    xs = srs(xsum * p.qa, p.xss, faithful=faithful)
+    gx = a - xs[..., None] + p.qc[:, None, None, :]  # [D, T, B, 4H] int64
+    rt = np.swapaxes(rq, 1, 2).astype(np.int16)  # [D, H, 4H]
+    rmats = [IntMatrix(rt[d], a_absmax=_Q15, b_absmax=_Q15) for d in range(D)]  # 2-D: the fast per-step path
+    hr_buf = np.empty((D, B, G), dtype=np.int64)
+
+    h = (np.full((D, B, H), p.ohz, dtype=np.int64) if h0 is None else np.asarray(h0, dtype=np.int64)).astype(np.int16)
+    c = np.zeros((D, B, H), dtype=_F32) if c0 is None else np.asarray(c0, dtype=_F32).copy()
+    y = np.empty((T, D, B, H), dtype=np.int16)
+    gate_scale = np.full(G, _SCALE_SIG, dtype=_F32)
+    gate_scale[3 * H:] = _SCALE_TANH
+    ohs = np.int64(p.ohs)
+    ohz_term = np.int64(p.ohz) << np.int64(p.oh) if faithful else None
+    h_bound = H * _Q15 * _Q15  # |h @ R'|
+    hq_bound = ((h_bound >> p.hr) + 1) * abs(p.qh)  # |srs(h @ R', hr) * qh|
+    srs_hr = srs_fn(p.hr, faithful=faithful, bound=h_bound)
+    srs_hrq = srs_fn(p.hrq, faithful=faithful, bound=hq_bound)
+    srs_hss = srs_fn(p.hss, faithful=faithful)
+    qh, qb = np.int64(p.qh), np.int64(p.qb)
+    requantize_h = srs_hidden_fn(p.oh) if faithful else None
+    srs_oh = None if faithful else srs_fn(p.oh, faithful=False)
+    half, two24 = _F32(0.5), np.float64(2.0**24)
+    for t in range(T):
+        for d in range(D):
+            rmats[d].matmul(h[d], out=hr_buf[d])
+        g = gx[:, t] + srs_hrq(srs_hr(hr_buf) * qh)
+        if p.qb:  # the zero-point term of R (0 for a symmetric R)
+            g -= srs_hss(h.sum(axis=2) * qb)[..., None]  # exact sum (int64 accumulator)
+        # float32(g / 2^25) for i, o, f and float32(g / 2^24) for c: rounding g to float32 then scaling by a power
+        # of two is the same (no underflow). Faithful: the kernel's int32 sum wraps, and astype(int32) wraps too.
+        gf = (g.astype(np.int32) if faithful else g).astype(_F32) * gate_scale
+        v = tanhf(gf, finite=True)
+        # The kernel computes float(tanhf(.) * 0.5 + 0.5) in double. t = tanhf(g/2^25) is 0 or |t| >= ~2^-25, so t/2
+        # has no bit below 2^-49 and 0.5 + t/2 < 2 is exact in double: one rounding, as in float32 arithmetic.
+        sig = v[..., : 3 * H] * half + half
+        c = sig[..., :H] * v[..., 3 * H:] + sig[..., 2 * H:] * c  # i * cc + f * c, float32
+        hf = sig[..., H: 2 * H] * tanhf(c, finite=True)  # o * tanh(c)
+        d = hf.astype(np.float64) * two24
+        if faithful:
+            h = requantize_h(round_int_c_small(d) * ohs + ohz_term)  # |d| <= 2^24: |hf| <= 1
+        else:  # round(h / y_scale), then the zero point, then saturate: |h_int * ohs| <= 2^24 * 2^31
+            r = srs_oh(round_half_away(d) * ohs) + p.ohz
+            h = np.minimum(np.maximum(r, -32768), 32767).astype(np.int16)
+        y[t] = h
+    for d in range(D):
+        if reverse[d]:
+            y[:, d] = y[::-1, d].copy()
+    return y.astype(np.int64), h.astype(np.int64), c

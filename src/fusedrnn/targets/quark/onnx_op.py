@@ -1,0 +1,136 @@
+"""ExtendedLSTM / VitisLSTM nodes inside ONNX models, on :mod:`onnx.reference` (onnx is imported lazily).
+
+``run_node(node, X, W, R, B)`` runs one node with its attributes read from the NodeProto (float attributes are
+stored as float32 there, so the scales are exact). ``run_model(model, feeds)`` runs a whole model: the
+ExtendedLSTM nodes on fusedrnn, every other node on ``onnx.reference.ReferenceEvaluator``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ...errors import AttributeValueError, ConversionError, InputError, UnsupportedFeatureError
+from .op import MODES, extended_lstm
+
+# (domain, op_type) of the op and its legacy alias; both run the same kernel
+OPS = (("com.amd.quark", "ExtendedLSTM"), ("com.vai.quantize", "VitisLSTM"))
+SCALE_ATTRIBUTES = tuple(f"{n}_{k}" for n in "xwrby" for k in ("scale", "zero_point"))
+
+
+def is_extended_lstm(node) -> bool:
+    """Whether a NodeProto is an ExtendedLSTM (or legacy VitisLSTM) node."""
+    return (node.domain, node.op_type) in OPS
+
+
+def node_attributes(node) -> dict[str, Any]:
+    """The node's attributes as Python values (floats exact: float32 in the proto)."""
+    from onnx import helper
+
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        out[a.name] = v.decode() if isinstance(v, bytes) else v
+    return out
+
+
+def op_arguments(attrs: dict) -> dict[str, Any]:
+    """:func:`extended_lstm` keyword arguments from node attributes (what the kernel reads; missing required
+    attributes raise AttributeValueError as the kernel does at load)."""
+    missing = [n for n in ("hidden_size", *SCALE_ATTRIBUTES) if n not in attrs]
+    if missing:
+        raise AttributeValueError(f"ExtendedLSTM: missing attribute(s) {missing} (Quark's kernel requires them)")
+    kw = {n: attrs[n] for n in SCALE_ATTRIBUTES}
+    kw["hidden_size"] = attrs["hidden_size"]
+    kw["direction"] = attrs.get("direction", "bidirectional")
+    kw["layout"] = attrs.get("layout", 0)
+    kw["input_forget"] = attrs.get("input_forget", 0)
+    return kw
+
+
+def run_node(node, X, W, R, B=None, *, mode: str = "faithful") -> np.ndarray:
+    """Run one ExtendedLSTM / VitisLSTM NodeProto on its input arrays; returns Y float32 [T, D, B, H].
+
+    In faithful mode the ``direction`` attribute is ignored (as by the kernel); in corrected mode it is used.
+    """
+    if not is_extended_lstm(node):
+        raise AttributeValueError(f"node: expected an ExtendedLSTM node ({OPS}), got {node.domain}::{node.op_type}")
+    if len([o for o in node.output if o]) != 1:
+        raise UnsupportedFeatureError(f"{node.op_type}: exactly one output (Y) is supported by Quark's kernel, "
+                                      f"the node has {len(node.output)}")
+    return extended_lstm(X, W, R, B, mode=mode, **op_arguments(node_attributes(node)))
+
+
+def op_classes(mode: str = "faithful") -> list[type]:
+    """``onnx.reference`` ``new_ops`` classes for ExtendedLSTM and VitisLSTM in ``mode``."""
+    from onnx.reference.op_run import OpRun
+
+    if mode not in MODES:
+        raise AttributeValueError(f"mode: expected one of {MODES}, got {mode!r}")
+
+    def _run(self, X, W, R, B=None, **_attributes):
+        if len(self.onnx_node.input) > 4:
+            raise UnsupportedFeatureError(f"{self.onnx_node.op_type}: Quark's kernel takes exactly 4 inputs "
+                                          f"(X, W, R, B), the node has {len(self.onnx_node.input)}")
+        return (run_node(self.onnx_node, X, W, R, B, mode=mode),)
+
+    return [type(op_type, (OpRun,), {"op_domain": domain, "_run": _run,
+                                     "__doc__": f"{domain}::{op_type} on fusedrnn.quark ({mode})"})
+            for domain, op_type in OPS]
+
+
+def contrib_qdq_classes() -> list[type]:
+    """``com.microsoft`` QuantizeLinear / DequantizeLinear (onnxruntime's contrib Q/DQ, which its quantizer emits
+    for 16-bit types below opset 21) with the standard operators' semantics, for ``onnx.reference``."""
+    from onnx.reference.ops import op_dequantize_linear, op_quantize_linear
+
+    def latest(module, name):  # attributes are read from the newest ai.onnx schema: use its implementation
+        versions = [int(n.rsplit("_", 1)[1]) for n in dir(module) if n.startswith(name + "_") and n[-1].isdigit()]
+        return getattr(module, f"{name}_{max(versions)}")
+
+    return [type(name, (latest(mod, name),), {"op_domain": "com.microsoft"})
+            for mod, name in ((op_quantize_linear, "QuantizeLinear"), (op_dequantize_linear, "DequantizeLinear"))]
+
+
+def _load(model):
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, bytes | bytearray):
+        return onnx.load_model_from_string(bytes(model))
+    if isinstance(model, str | os.PathLike):
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"model: no such file: {path}")
+        return onnx.load(path)
+    raise ConversionError(f"model: expected an ONNX ModelProto, serialized bytes or a path, got {type(model).__name__}")
+
+
+def run_model(model, feeds: dict, *, mode: str = "faithful", outputs: list[str] | None = None
+              ) -> dict[str, np.ndarray]:
+    """Run an ONNX model holding ExtendedLSTM / VitisLSTM nodes: those on fusedrnn.quark (``mode``), the rest on
+    ``onnx.reference`` (plus onnxruntime's ``com.microsoft`` QuantizeLinear / DequantizeLinear). ``model`` is a
+    ModelProto, bytes or a path; ``feeds`` {input name: array}; returns {output name: array} for ``outputs``
+    (default every graph output)."""
+    from onnx.reference import ReferenceEvaluator
+
+    proto = _load(model)
+    if not isinstance(feeds, dict):
+        raise InputError(f"feeds: expected a dict {{input name: array}}, got {type(feeds).__name__}")
+    inits = {i.name for i in proto.graph.initializer}
+    need = [i.name for i in proto.graph.input if i.name not in inits]
+    missing, unknown = [n for n in need if n not in feeds], [n for n in feeds if n not in need]
+    if missing or unknown:
+        raise InputError(f"feeds: missing {missing}, unknown {unknown}; the model's inputs are {need}")
+    names = [o.name for o in proto.graph.output] if outputs is None else list(outputs)
+    known = {o.name for o in proto.graph.output}
+    if any(n not in known for n in names):
+        raise AttributeValueError(f"outputs: unknown output(s) {[n for n in names if n not in known]}; the model's "
+                                  f"outputs are {sorted(known)}")
+    contrib = contrib_qdq_classes() if any(n.domain == "com.microsoft" for n in proto.graph.node) else []
+    ev = ReferenceEvaluator(proto, new_ops=op_classes(mode) + contrib)
+    results = ev.run(names, {k: np.asarray(v) for k, v in feeds.items()})
+    return dict(zip(names, results, strict=True))

@@ -277,10 +277,14 @@ def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...
         table.add_column(title, justify="right")
     for r in rows:
         if r["error"] is not None:
-            table.add_row(r["target"], f"[dim]cannot run: {r['error']}[/dim]", *[""] * (len(METRICS) - 1))
+            table.add_row(r["target"], "[dim]cannot run[/dim]", *[""] * (len(METRICS) - 1))
             continue
         table.add_row(r["target"], *[_cell(r, key, spec) for key, _, spec in METRICS])
-    stdout_console().print(table)
+    console = stdout_console()
+    console.print(table)
+    for r in rows:
+        if r["error"] is not None:
+            console.print(f"{r['target']}: cannot run: {r['error']}", highlight=False, markup=False)
 
 
 @click.command("compare")

@@ -26,7 +26,7 @@ from ...cells.compiled import _build
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "_kernel.c"
-ABI = 1
+ABI = 2
 
 _lock = threading.Lock()
 _state: dict = {"tried": False, "lib": None, "reason": None}
@@ -48,7 +48,8 @@ class Mli2Args(ctypes.Structure):
                                    "acc64", "io_lo", "io_hi", "zp_in", "has_out_act")] + [
         ("mul", I64 * 4), ("shift", I64 * 4), ("one", I64), ("r0", P), ("r0n", P), ("W", P), ("Wn", P),
         ("cs", P), ("csn", P), ("sig", Act), ("tnh", Act), ("actc", Act), ("op", Binop * 5), ("valid", P),
-        ("h", P), ("c", P), ("Y", P), ("hk", P), ("acc", P), ("tmp", P)]
+        ("h", P), ("c", P), ("Y", P), ("hk", P), ("acc", P), ("tmp", P)] + [
+        (n, I32) for n in ("Kp", "np_w", "np_n", "pad2")] + [("W2", P), ("Wn2", P), ("acc32", P)]
 
 
 class PartArgs(ctypes.Structure):
@@ -178,3 +179,21 @@ def binop_struct(keep: _Keep, op: tuple) -> Binop:
 def transposed_int16(W2: np.ndarray) -> np.ndarray:
     """Stacked weights [K, N] -> int16 [N, K] (values fit int16 for every MLI flavour)."""
     return np.ascontiguousarray(np.asarray(W2).T, dtype=np.int16)
+
+
+def even(k: int) -> int:
+    return k + (k & 1)
+
+
+def padded_columns(n: int) -> int:
+    """Columns of the pair layout: a multiple of 16 (one tile of the kernel's GEMM)."""
+    return -(-n // 16) * 16
+
+
+def pair_packed_int16(W2: np.ndarray) -> np.ndarray:
+    """Stacked weights [K, N] -> int16 [Kp / 2, np, 2] with P[k // 2, n, k % 2] = W[k, n], zero-padded to Kp = K
+    rounded up to even and np = N rounded up to a multiple of 16 (the layout of the kernel's ``gemm32``)."""
+    K, N = W2.shape
+    P = np.zeros((even(K), padded_columns(N)), np.int16)
+    P[:K, :N] = W2
+    return np.ascontiguousarray(P.reshape(-1, 2, P.shape[1]).transpose(0, 2, 1))

@@ -6,11 +6,17 @@
  * possible inputs) and, for sa8, the element-wise MUL / ADD / SUB of every int8 operand pair. This file does per
  * step the recurrent dot products (exact integer arithmetic), their requantization, the saturating sum with the
  * input partial, and the element-wise cell update. Integer helpers mirror _arith.py (mli_math.h semantics).
+ * Where every partial sum provably fits int32 (sa8, fx16_fx8_fx8 without wrapping), the recurrent product is
+ * an int16 multiply-add GEMM on pair-packed weights (gemm32, AVX2 or plain C), and requantizations whose
+ * parameters rule out saturation use rq_fast (same results, vectorisable).
  */
 #include <stdint.h>
 #include <string.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
-#define MLI_ABI 1
+#define MLI_ABI 2
 int mli_abi_version(void) { return MLI_ABI; }
 
 /* ---- mli_math.h primitives on int64 values (see _arith.py) ------------------------------------------------ */
@@ -45,6 +51,51 @@ static inline int64_t rnd_w(int64_t x, int n, int w, int mode) {
     return r + (((x & c) != 0) & (((r & 1) != 0) | ((x & (c - 1)) != 0)));
 }
 
+enum { FL_SA8, FL_FX16, FL_FX16_8_8 };
+
+/* A requantization rnd_w(x, sh, w) with loop-invariant parameters, on the fast path where no saturation can occur:
+ * sa8: x = s·mul with |s| < 2^31, |mul| < 2^31 (so |x| < 2^62) and 1 <= sh <= 62; fx16: 1 <= sh <= 39 on an exact
+ * sum far from 2^63; fx16_fx8_fx8: 1 <= sh <= 30 on an int32 value (the ROUND_UP add saturates at INT32_MAX). */
+typedef struct { int64_t mul, c, mask; int32_t sh, fast; } rq_t;
+
+static inline rq_t rq_prep(int flavor, const int64_t *mul, const int64_t *shift, int g) {
+    rq_t q = {0, 0, 0, 0, 0};
+    if (flavor == FL_SA8) {
+        int64_t sh = shift[g] > 63 ? 63 : shift[g];
+        q.mul = mul[g];
+        q.sh = (int32_t)sh;
+        q.fast = sh >= 1 && sh <= 62 && q.mul > -((int64_t)1 << 31) && q.mul < ((int64_t)1 << 31);
+    } else if (flavor == FL_FX16) {
+        int64_t sh = shift[0] > 39 ? 39 : shift[0];
+        q.sh = (int32_t)sh;
+        q.fast = sh >= 1;
+    } else {
+        q.sh = (int32_t)shift[0];
+        q.fast = q.sh >= 1 && q.sh <= 30;
+    }
+    if (q.fast) {
+        q.c = (int64_t)1 << (q.sh - 1);
+        q.mask = ((int64_t)1 << q.sh) - 1;
+    }
+    return q;
+}
+
+#define AIF static inline __attribute__((always_inline))
+AIF int64_t rq_fast(const int flavor, const int mode, int64_t s, const rq_t q) {
+    int64_t x = flavor == FL_SA8 ? s * q.mul : s, r;
+    if (mode == 0) {
+        x += q.c;
+        if (flavor == FL_FX16_8_8) x = x > INT32_MAX ? INT32_MAX : x;
+        r = x >> q.sh;
+    } else {
+        r = x >> q.sh;
+        const int64_t rem = x & q.mask;
+        r += (rem > q.c) | ((rem == q.c) & (r & 1));
+    }
+    if (flavor == FL_SA8) r = r < INT32_MIN ? INT32_MIN : (r > INT32_MAX ? INT32_MAX : r);
+    return r;
+}
+
 /* ---- element-wise ops and activations -------------------------------------------------------------------- */
 typedef struct {
     const int16_t *tab; /* sa8: [65536] indexed ((a + 128) << 8) + (b + 128); NULL: the fx16 formula */
@@ -67,8 +118,6 @@ AI int64_t bin(const binop *op, int64_t a, int64_t b, int mode, int sa8) {
     return sat_w(rnd_w(s, op->so, 64, mode), 16);
 }
 static inline int64_t act(const act_t *a, int64_t x) { return a->tab[x + a->off]; }
-
-enum { FL_SA8, FL_FX16, FL_FX16_8_8 };
 
 /* ---- recurrent dot products: exact, or wrapped to int32 as MLI's 32-bit accumulators ------------------------ */
 static inline int32_t dot32(const int16_t *restrict a, const int16_t *restrict b, int K) {
@@ -101,6 +150,9 @@ typedef struct {
     int16_t *hk;                /* scratch [B, K] */
     int64_t *acc;               /* scratch [B, G*M] */
     int64_t *tmp;               /* scratch [B, 4*M] */
+    int32_t Kp, np_w, np_n, pad2; /* K rounded up to even (row stride of hk); padded columns of W2 / Wn2 */
+    const int16_t *W2, *Wn2;    /* int32-exact path: weights as [Kp/2, np, 2] pairs (NULL: the dot products) */
+    int32_t *acc32;             /* scratch [B, max(np_w, np_n)] */
 } mli2_args;
 
 /* input partials: int64 for fx16, int32 otherwise (``flavor`` is a compile-time constant where it is used) */
@@ -126,36 +178,166 @@ typedef struct {
     void *out;                         /* [R, N] int32 or int64 */
 } part_args;
 
-AI int partials_impl(const part_args *a, const int flavor, const int mode) {
-    const int N = a->N, w = N / a->G;
-    for (int64_t r = 0; r < a->R; r++) {
-        for (int n = 0; n < N; n++) {
-            const int64_t i = r * a->ld + n;
-            int64_t v = a->f64 ? (int64_t)((const double *)a->accf)[i] : (int64_t)((const float *)a->accf)[i];
-            v = v - (int64_t)a->zp_in * a->cs[n] + a->bias[n];
-            if (flavor != FL_FX16) v = wrap32(v);
-            v = requant(flavor, mode, a->mul, a->shift, n / w, v);
-            if (a->out64) ((int64_t *)a->out)[r * N + n] = v;
-            else ((int32_t *)a->out)[r * N + n] = (int32_t)v;
+AI void partials_rows(const part_args *a, const int flavor, const int mode, const int f64, const int out64) {
+    const int N = a->N, G = a->G, w = N / G;
+    const int64_t zp = a->zp_in;
+    for (int g = 0; g < G; g++) {
+        const rq_t q = rq_prep(flavor, a->mul, a->shift, g);
+        const int64_t *restrict cs = a->cs + (int64_t)g * w, *restrict bias = a->bias + (int64_t)g * w;
+        for (int64_t r = 0; r < a->R; r++) {
+            const int64_t i0 = r * a->ld + (int64_t)g * w, o0 = r * N + (int64_t)g * w;
+            const double *restrict fd = (const double *)a->accf + i0;
+            const float *restrict ff = (const float *)a->accf + i0;
+            int64_t *restrict o64 = (int64_t *)a->out + o0;
+            int32_t *restrict o32 = (int32_t *)a->out + o0;
+#define PART_BODY(RQ)                                                                       \
+            for (int j = 0; j < w; j++) {                                                   \
+                int64_t v = (f64 ? (int64_t)fd[j] : (int64_t)ff[j]) - zp * cs[j] + bias[j]; \
+                if (flavor != FL_FX16) v = wrap32(v);                                       \
+                v = RQ;                                                                     \
+                if (out64) o64[j] = v;                                                      \
+                else o32[j] = (int32_t)v;                                                   \
+            }
+            if (q.fast) {
+                PART_BODY(rq_fast(flavor, mode, v, q))
+            } else {
+                PART_BODY(requant(flavor, mode, a->mul, a->shift, g, v))
+            }
+#undef PART_BODY
         }
+    }
+}
+
+AI int partials_impl(const part_args *a, const int flavor, const int mode) {
+    if (a->f64) {
+        if (a->out64) partials_rows(a, flavor, mode, 1, 1);
+        else partials_rows(a, flavor, mode, 1, 0);
+    } else {
+        if (a->out64) partials_rows(a, flavor, mode, 0, 1);
+        else partials_rows(a, flavor, mode, 0, 0);
     }
     return 0;
 }
 
-/* acc[b, n] = requantized recurrent partial r_1 of outputs n in [0, N) (gate block of n: n / M) */
-AI void rec(const mli2_args *a, const int16_t *W, const int64_t *cs, int N, int gate0, int64_t *restrict acc,
-                 const int flavor, const int mode) {
-    const int B = a->B, K = a->K, M = a->M, acc64 = a->acc64, wrap = a->wrap;
+/* acc32[b, n] = sum_k hk[b, k] * W[k, n] for an int32-exact product (|pair sums| < 2^31): W stored as pairs
+ * W2[k / 2, n, 2] (K and the columns zero-padded to Kp even and np % 16 == 0), so that one multiply-add of 16
+ * int16 lanes adds two k terms to 8 columns. */
+static void gemm32(const int16_t *restrict hk, const int16_t *restrict W2, int B, int Kp, int np, int32_t *restrict acc) {
+    const int KP = Kp / 2;
+#if defined(__AVX2__)
+    for (int n0 = 0; n0 < np; n0 += 16) {
+        int b = 0;
+        for (; b + 4 <= B; b += 4) {
+            __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+                    c31 = c00;
+            const int16_t *h0 = hk + (int64_t)b * Kp, *h1 = h0 + Kp, *h2 = h1 + Kp, *h3 = h2 + Kp;
+            for (int kp = 0; kp < KP; kp++) {
+                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
+                const __m256i w0 = _mm256_loadu_si256((const __m256i *)wp);
+                const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wp + 16));
+                int32_t p0, p1, p2, p3;
+                memcpy(&p0, h0 + 2 * kp, 4);
+                memcpy(&p1, h1 + 2 * kp, 4);
+                memcpy(&p2, h2 + 2 * kp, 4);
+                memcpy(&p3, h3 + 2 * kp, 4);
+                __m256i x = _mm256_set1_epi32(p0);
+                c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x, w0));
+                c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x, w1));
+                x = _mm256_set1_epi32(p1);
+                c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x, w0));
+                c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x, w1));
+                x = _mm256_set1_epi32(p2);
+                c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x, w0));
+                c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x, w1));
+                x = _mm256_set1_epi32(p3);
+                c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x, w0));
+                c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x, w1));
+            }
+            int32_t *o = acc + (int64_t)b * np + n0;
+            _mm256_storeu_si256((__m256i *)o, c00);
+            _mm256_storeu_si256((__m256i *)(o + 8), c01);
+            _mm256_storeu_si256((__m256i *)(o + np), c10);
+            _mm256_storeu_si256((__m256i *)(o + np + 8), c11);
+            _mm256_storeu_si256((__m256i *)(o + 2 * np), c20);
+            _mm256_storeu_si256((__m256i *)(o + 2 * np + 8), c21);
+            _mm256_storeu_si256((__m256i *)(o + 3 * np), c30);
+            _mm256_storeu_si256((__m256i *)(o + 3 * np + 8), c31);
+        }
+        for (; b < B; b++) {
+            __m256i c0 = _mm256_setzero_si256(), c1 = c0, d0 = c0, d1 = c0;
+            const int16_t *h = hk + (int64_t)b * Kp;
+            int kp = 0;
+            for (; kp + 2 <= KP; kp += 2) { /* two independent chains */
+                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
+                int32_t p0, p1;
+                memcpy(&p0, h + 2 * kp, 4);
+                memcpy(&p1, h + 2 * kp + 2, 4);
+                const __m256i x0 = _mm256_set1_epi32(p0), x1 = _mm256_set1_epi32(p1);
+                c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(x0, _mm256_loadu_si256((const __m256i *)wp)));
+                c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(x0, _mm256_loadu_si256((const __m256i *)(wp + 16))));
+                d0 = _mm256_add_epi32(d0, _mm256_madd_epi16(x1, _mm256_loadu_si256((const __m256i *)(wp + 2 * np))));
+                d1 = _mm256_add_epi32(d1, _mm256_madd_epi16(x1, _mm256_loadu_si256((const __m256i *)(wp + 2 * np + 16))));
+            }
+            for (; kp < KP; kp++) {
+                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
+                int32_t p0;
+                memcpy(&p0, h + 2 * kp, 4);
+                const __m256i x0 = _mm256_set1_epi32(p0);
+                c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(x0, _mm256_loadu_si256((const __m256i *)wp)));
+                c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(x0, _mm256_loadu_si256((const __m256i *)(wp + 16))));
+            }
+            int32_t *o = acc + (int64_t)b * np + n0;
+            _mm256_storeu_si256((__m256i *)o, _mm256_add_epi32(c0, d0));
+            _mm256_storeu_si256((__m256i *)(o + 8), _mm256_add_epi32(c1, d1));
+        }
+    }
+#else
+    for (int b = 0; b < B; b++) {
+        int32_t *restrict o = acc + (int64_t)b * np;
+        memset(o, 0, sizeof(int32_t) * np);
+        const int16_t *h = hk + (int64_t)b * Kp;
+        for (int kp = 0; kp < KP; kp++) {
+            const int32_t x0 = h[2 * kp], x1 = h[2 * kp + 1];
+            const int16_t *restrict wp = W2 + (int64_t)kp * np * 2;
+            for (int n = 0; n < np; n++) o[n] += x0 * wp[2 * n] + x1 * wp[2 * n + 1];
+        }
+    }
+#endif
+}
+
+/* acc[b, n] = requantized recurrent partial r_1 of outputs n in [0, N) (gate block of n: gate0 + n / M) */
+AI void rec(const mli2_args *a, const int16_t *W, const int16_t *W2, int np, const int64_t *cs, int N, int gate0,
+            int64_t *restrict acc, const int flavor, const int mode) {
+    const int B = a->B, K = a->K, Kp = a->Kp, M = a->M, acc64 = a->acc64, wrap = a->wrap;
     const int16_t *hk = a->hk;
     int64_t mul[4], shift[4];
     memcpy(mul, a->mul, sizeof mul);
     memcpy(shift, a->shift, sizeof shift);
+    if (W2 && !acc64 && !wrap) { /* |sum| < 2^31 and every pair sum fits int32 */
+        gemm32(hk, W2, B, Kp, np, a->acc32);
+        const int64_t zp = a->zp_in;
+        for (int gg = 0; gg < N / M; gg++) {
+            const int g = gate0 + gg;
+            const rq_t q = rq_prep(flavor, mul, shift, g);
+            const int64_t *restrict c = cs + (int64_t)gg * M;
+            for (int b = 0; b < B; b++) {
+                const int32_t *restrict s32 = a->acc32 + (int64_t)b * np + (int64_t)gg * M;
+                int64_t *restrict o = acc + (int64_t)b * N + (int64_t)gg * M;
+                if (q.fast) {
+                    for (int m = 0; m < M; m++) o[m] = rq_fast(flavor, mode, (int64_t)s32[m] - zp * c[m], q);
+                } else {
+                    for (int m = 0; m < M; m++) o[m] = requant(flavor, mode, mul, shift, g, (int64_t)s32[m] - zp * c[m]);
+                }
+            }
+        }
+        return;
+    }
     for (int n = 0; n < N; n++) {
         const int16_t *w = W + (int64_t)n * K;
         const int g = gate0 + n / M;
         const int64_t zc = a->zp_in ? (int64_t)a->zp_in * cs[n] : 0;
         for (int b = 0; b < B; b++) {
-            int64_t s = acc64 ? dot64(hk + (int64_t)b * K, w, K) : (int64_t)dot32(hk + (int64_t)b * K, w, K);
+            int64_t s = acc64 ? dot64(hk + (int64_t)b * Kp, w, K) : (int64_t)dot32(hk + (int64_t)b * Kp, w, K);
             s -= zc;
             if (wrap) s = wrap32(s);
             int64_t r = requant(flavor, mode, mul, shift, g, s);
@@ -171,8 +353,9 @@ AI int64_t ir_of(const mli2_args *a, int64_t r0, int64_t r1, const int flavor) {
 }
 
 static inline void load_hk(const mli2_args *a, const int64_t *src) {
-    const int64_t n = (int64_t)a->B * a->K;
-    for (int64_t i = 0; i < n; i++) a->hk[i] = (int16_t)src[i];
+    const int K = a->K, Kp = a->Kp;
+    for (int b = 0; b < a->B; b++)
+        for (int k = 0; k < K; k++) a->hk[(int64_t)b * Kp + k] = (int16_t)src[(int64_t)b * K + k];
 }
 
 AI int lstm_impl(const mli2_args *a, const int flavor, const int mode) {
@@ -183,7 +366,7 @@ AI int lstm_impl(const mli2_args *a, const int flavor, const int mode) {
     for (int s = a->s0; s < a->s1; s++) {
         const int t = a->reverse ? T - 1 - s : s;
         load_hk(a, a->h);
-        rec(a, a->W, a->cs, GM, 0, a->acc, flavor, mode);
+        rec(a, a->W, a->W2, a->np_w, a->cs, GM, 0, a->acc, flavor, mode);
         for (int b = 0; b < B; b++) {
             if (a->valid && !a->valid[(int64_t)s * B + b]) {
                 memcpy(a->Y + ((int64_t)s * B + b) * M, a->h + (int64_t)b * M, sizeof(int64_t) * M);
@@ -192,16 +375,19 @@ AI int lstm_impl(const mli2_args *a, const int flavor, const int mode) {
             const int64_t base = ((int64_t)t * B + b) * GM;
             const int64_t *r1 = a->acc + (int64_t)b * GM;
             int64_t *h = a->h + (int64_t)b * M, *c = a->c + (int64_t)b * M, *y = a->Y + ((int64_t)s * B + b) * M;
+            /* one pass per operation: the table look-ups of a pass are independent (memory-level parallelism) */
+            int64_t *restrict I = a->tmp, *restrict G = I + M, *restrict F = G + M, *restrict O = F + M;
             for (int m = 0; m < M; m++) {
-                int64_t i = act(&sig, ir_of(a, R0(a->r0, base + m), r1[m], flavor));
-                int64_t g = act(&tnh, ir_of(a, R0(a->r0, base + M + m), r1[M + m], flavor));
-                int64_t f = act(&sig, ir_of(a, R0(a->r0, base + 2 * M + m), r1[2 * M + m], flavor));
-                int64_t o = act(&sig, ir_of(a, R0(a->r0, base + 3 * M + m), r1[3 * M + m], flavor));
-                int64_t cn = bin(&ops[0], c[m], f, mode, sa8);
-                g = bin(&ops[1], g, i, mode, sa8);
-                cn = bin(&ops[2], cn, g, mode, sa8);
-                int64_t hn = bin(&ops[3], a->has_out_act ? act(&actc, cn) : cn, o, mode, sa8);
-                c[m] = cn;
+                I[m] = act(&sig, ir_of(a, R0(a->r0, base + m), r1[m], flavor));
+                G[m] = act(&tnh, ir_of(a, R0(a->r0, base + M + m), r1[M + m], flavor));
+                F[m] = act(&sig, ir_of(a, R0(a->r0, base + 2 * M + m), r1[2 * M + m], flavor));
+                O[m] = act(&sig, ir_of(a, R0(a->r0, base + 3 * M + m), r1[3 * M + m], flavor));
+            }
+            for (int m = 0; m < M; m++) F[m] = bin(&ops[0], c[m], F[m], mode, sa8);
+            for (int m = 0; m < M; m++) G[m] = bin(&ops[1], G[m], I[m], mode, sa8);
+            for (int m = 0; m < M; m++) c[m] = bin(&ops[2], F[m], G[m], mode, sa8);
+            for (int m = 0; m < M; m++) {
+                const int64_t hn = bin(&ops[3], a->has_out_act ? act(&actc, c[m]) : c[m], O[m], mode, sa8);
                 h[m] = hn;
                 y[m] = hn;
             }
@@ -221,7 +407,7 @@ AI int gru_impl(const mli2_args *a, const int flavor, const int mode) {
     for (int s = a->s0; s < a->s1; s++) {
         const int t = a->reverse ? T - 1 - s : s;
         load_hk(a, a->h);
-        rec(a, a->W, a->cs, 2 * M, 0, a->acc, flavor, mode);
+        rec(a, a->W, a->W2, a->np_w, a->cs, 2 * M, 0, a->acc, flavor, mode);
         for (int b = 0; b < B; b++) {
             const int64_t base = ((int64_t)t * B + b) * 2 * M;
             const int64_t *r1 = a->acc + (int64_t)b * 2 * M, *h = a->h + (int64_t)b * M;
@@ -236,7 +422,7 @@ AI int gru_impl(const mli2_args *a, const int flavor, const int mode) {
             }
         }
         load_hk(a, hr);
-        rec(a, a->Wn, a->csn, M, 2, accn, flavor, mode);
+        rec(a, a->Wn, a->Wn2, a->np_n, a->csn, M, 2, accn, flavor, mode);
         for (int b = 0; b < B; b++) {
             int64_t *h = a->h + (int64_t)b * M, *y = a->Y + ((int64_t)s * B + b) * M;
             const int ok = !a->valid || a->valid[(int64_t)s * B + b];

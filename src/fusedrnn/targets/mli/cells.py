@@ -41,8 +41,25 @@ class CellQuant:
     cell: object = None
 
 
-def _pair(flavor, qin, qw, qir, full_accu, mode, M, gates=None, tweak=None):
-    """Pair params towards the IR for the gates ``gates`` (per-column multipliers for per-axis sa8 weights)."""
+def _key(v):
+    """A hashable form of quantization parameters (ints, tuples, arrays)."""
+    if isinstance(v, np.ndarray):
+        return ("a", v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, (tuple, list)):
+        return tuple(_key(u) for u in v)
+    return int(v) if isinstance(v, (int, np.integer)) else v
+
+
+def _pair(flavor, qin, qw, qir, full_accu, mode, M, gates=None, tweak=None, cache: dict | None = None):
+    """Pair params towards the IR for the gates ``gates`` (per-column multipliers for per-axis sa8 weights).
+    With ``cache`` (the caller's dict) sa8 results are kept across calls; callers must not modify them."""
+    if cache is not None and flavor == "sa8":  # fx pairs are cheap (and callers set their bias_shift)
+        key = ("pair", flavor, _key(qin), _key(qw), _key(qir), bool(full_accu), mode,
+               None if gates is None else tuple(int(g) for g in gates), None if tweak is None else tweak.__name__)
+        p = cache.get(key)
+        if p is None:
+            p = cache[key] = _pair(flavor, qin, qw, qir, full_accu, mode, M, gates, tweak)
+        return p
     if flavor != "sa8":
         return D.fx_pair(flavor, qin, qw, qir)
     s, f = (A.i64(v) for v in qw)
@@ -176,7 +193,7 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
     M = Wo.shape[-1]
     qir = SA8_LSTM_IR if flavor == "sa8" else min(10, q.inp + q.wi)
     all4 = np.arange(4)
-    pair0 = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, all4)
+    pair0 = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, all4, cache=cache)
     if flavor != "sa8":
         pair0.bias_shift = q.inp + q.wi - q.bias_frac
     lib = _lib(engine)
@@ -185,9 +202,10 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
     wrap = _needs_wrap(Wo, flavor, 128)
     h, c = A.i64(h0).copy(), A.i64(c0).copy()
     qh = q.h0
-    pair1 = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, all4)
+    pair1 = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, all4, cache=cache)
     if lib is not None:
-        pair_out = pair1 if qh == q.out else _pair(flavor, q.out, q.wo, qir, full_accu, mode, M, all4)
+        pair_out = pair1 if qh == q.out else _pair(flavor, q.out, q.wo, qir, full_accu, mode, M, all4,
+                                                   cache=cache)
         return _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair1, pair_out, luts, mode, act, reverse,
                               valid, cache)
     Y = np.zeros((T, B, M), np.int64)
@@ -212,7 +230,7 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
         Y[s] = h
         if s == 0 and qh != q.out:
             qh = q.out
-            pair1 = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, all4)
+            pair1 = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, all4, cache=cache)
     return Y, h, c
 
 
@@ -235,8 +253,8 @@ def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
     per_tensor = flavor == "sa8" and A.i64(q.wi[0]).size == 1
     tweak = gru_tweak_faithful if (per_tensor and faithful) else None
     zr = np.arange(2)
-    pz = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, zr)
-    pn = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, np.array([2]), tweak)
+    pz = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, zr, cache=cache)
+    pn = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, np.array([2]), tweak, cache=cache)
     if flavor != "sa8":
         pz.bias_shift = pn.bias_shift = q.inp + q.wi - q.bias_frac
     b = A.i64(bias)
@@ -250,16 +268,17 @@ def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
     qh = q.h0
     one, qone = (127, SA8_ONE) if flavor == "sa8" else (FX_ONE, 15)
     if lib is not None:
-        pairs = [(qq, _pair(flavor, qq, q.wo, qir, full_accu, mode, M, zr),
-                  _pair(flavor, qq, q.wo, qir, full_accu, mode, M, np.array([2]), tweak)) for qq in (qh, q.out)]
+        pairs = [(qq, _pair(flavor, qq, q.wo, qir, full_accu, mode, M, zr, cache=cache),
+                  _pair(flavor, qq, q.wo, qir, full_accu, mode, M, np.array([2]), tweak, cache=cache))
+                 for qq in (qh, q.out)]
         return _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap_zr or wrap_n, h, q, qir, pairs, luts, mode,
                              (one, qone), reverse, valid, cache)
     Y = np.zeros((T, B, M), np.int64)
     p1_zr = p1_n = None
     for s, t in enumerate(_order(T, reverse)):
         if p1_zr is None:
-            p1_zr = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, zr)
-            p1_n = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, np.array([2]), tweak)
+            p1_zr = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, zr, cache=cache)
+            p1_n = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, np.array([2]), tweak, cache=cache)
         ir = _ir(r0_zr[t], _rec(h, mat_zr, p1_zr, flavor, wrap_zr, mode), flavor).reshape(B, 2, M)
         zr_act, qs = _act("sigm", ir, qir, flavor, luts, mode)
         z, r = zr_act[:, 0], zr_act[:, 1]
@@ -290,14 +309,14 @@ def rnn_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
     M = Wo.shape[-1]
     qir = SA8_LSTM_IR if flavor == "sa8" else min(10, q.inp + q.wi)
     g0 = np.arange(1)
-    pair0 = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, g0)
+    pair0 = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, g0, cache=cache)
     if flavor != "sa8":
         pair0.bias_shift = q.inp + q.wi - q.bias_frac
     r0 = _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, _mat(cache, "wi", Wi, flavor))
     rmat = _mat(cache, "wo", Wo, flavor)
     wrap = _needs_wrap(Wo, flavor, 128)
     h = A.i64(h0).copy()
-    pair1 = _pair(flavor, q.h0, q.wo, qir, full_accu, mode, M, g0)
+    pair1 = _pair(flavor, q.h0, q.wo, qir, full_accu, mode, M, g0, cache=cache)
     Y = np.zeros((T, B, M), np.int64)
     for s, t in enumerate(_order(T, reverse)):
         ir = _ir(r0[t], _rec(h, rmat, pair1, flavor, wrap, mode), flavor)
@@ -307,7 +326,7 @@ def rnn_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
         h = hn
         Y[s] = h
         if s == 0 and q.h0 != qa:
-            pair1 = _pair(flavor, qa, q.wo, qir, full_accu, mode, M, g0)
+            pair1 = _pair(flavor, qa, q.wo, qir, full_accu, mode, M, g0, cache=cache)
     return Y, h
 
 
@@ -342,10 +361,12 @@ def _actc(keep, kind: str, qv, flavor: str, luts: dict, mode: str):
     return C.act_struct(keep, act_table(kind, qv, flavor, luts[kind], mode), 128 if flavor == "sa8" else 32768)
 
 
-def _weights_t(cache, key: str, W) -> np.ndarray:
+def _weights_t(cache, key: str, W) -> tuple[np.ndarray, np.ndarray]:
+    """Recurrent weights for the kernel: transposed int16 [N, K] (dot products) and pair-packed (``gemm32``)."""
     if cache is not None and key in cache:
         return cache[key]
-    w = C.transposed_int16(_stack(W))
+    st = _stack(W)
+    w = (C.transposed_int16(st), C.pair_packed_int16(st))
     if cache is not None:
         cache[key] = w
     return w
@@ -370,8 +391,10 @@ def _base(keep, flavor, mode, r0, T, B, M, reverse, wrap, valid, h, Y, G):
     a.io_lo, a.io_hi = A.lim(D.IO_BITS[flavor])
     a.valid = None if valid is None else keep(valid, np.uint8)
     a.h, a.Y = h.ctypes.data, Y.ctypes.data
-    a.hk = keep(np.empty((B, M), np.int16))
+    a.Kp = C.even(M)
+    a.hk = keep(np.zeros((B, a.Kp), np.int16))
     a.acc = keep(np.empty((B, G * M), np.int64))
+    a.acc32 = keep(np.empty((B, C.padded_columns(G * M)), np.int32))
     a.tmp = keep(np.empty((B, 4 * M), np.int64))
     return a
 
@@ -390,7 +413,8 @@ def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, lut
     Y = np.zeros((T, B, M), np.int64)
     a = _base(keep, flavor, mode, r0, T, B, M, reverse, wrap, valid, h, Y, 4)
     a.c = c.ctypes.data
-    a.W, a.cs = keep(_weights_t(cache, "wo_t16", Wo)), keep(rmat.column_sums, np.int64)
+    wt, w2 = _weights_t(cache, "wo_t16", Wo)
+    a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(rmat.column_sums, np.int64)
     qs, qt = (SA8_OUT["sigm"], SA8_OUT["tanh"]) if flavor == "sa8" else (15, 15)
     a.sig, a.tnh = _actc(keep, "sigm", qir, flavor, luts, mode), _actc(keep, "tanh", qir, flavor, luts, mode)
     qa = q.cell
@@ -419,8 +443,10 @@ def _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap, h, q, qir, pairs, l
     Y = np.zeros((T, B, M), np.int64)
     a = _base(keep, flavor, mode, r0_zr, T, B, M, reverse, wrap, valid, h, Y, 3)
     a.r0n = keep(r0_n)
-    a.W, a.cs = keep(_weights_t(cache, "wo_zr_t16", Wo[:2])), keep(mat_zr.column_sums, np.int64)
-    a.Wn, a.csn = keep(_weights_t(cache, "wo_n_t16", Wo[2:])), keep(mat_n.column_sums, np.int64)
+    wt, w2 = _weights_t(cache, "wo_zr_t16", Wo[:2])
+    a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(mat_zr.column_sums, np.int64)
+    wt, w2 = _weights_t(cache, "wo_n_t16", Wo[2:])
+    a.Wn, a.Wn2, a.np_n, a.csn = keep(wt), keep(w2), w2.shape[1], keep(mat_n.column_sums, np.int64)
     qs, qt = (SA8_OUT["sigm"], SA8_OUT["tanh"]) if flavor == "sa8" else (15, 15)
     a.sig, a.tnh = _actc(keep, "sigm", qir, flavor, luts, mode), _actc(keep, "tanh", qir, flavor, luts, mode)
     a.one = int(one[0])

@@ -294,3 +294,51 @@ def test_lstm_against_naive_float64_reference(seed):
     want = naive_from_config(cfg)
     for name, g, w in zip(("Y", "Y_h", "Y_c"), got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+@settings(max_examples=30, deadline=None)
+@given(cell=st.sampled_from(["lstm", "gru"]), seed=st.integers(0, 2**32 - 1))
+def test_fused_fast_paths_agree_with_numpy(cell, seed):
+    """The float32 fused paths (standard activations, no clip / peepholes / coupling / projection / layer norm,
+    H a multiple of 8, R read in place): random sizes, directions, lengths, biases, both GRU forms."""
+    rng = np.random.default_rng(seed)
+    dt = np.float32
+    make, fast, engine = CELLS[cell]
+    args, kw = make(rng, dt)
+    x, W, R = args[:3]
+    H = int(rng.choice([8, 16, 24, 32, 64]))
+    G = 4 if cell == "lstm" else 3
+    D, I, k = W.shape[0], x.shape[2], 1 / np.sqrt(H)
+    args = (x, u(rng, dt, D, G * H, I, scale=k), u(rng, dt, D, G * H, H, scale=k),
+            *[None if a is None else u(rng, dt, D, G * H, scale=k) for a in args[3:5]],
+            *[u(rng, dt, D, x.shape[1], H, scale=0.5) for _ in args[5:]])
+    if cell == "lstm":
+        kw = dict(reverse=kw["reverse"], lens=kw["lens"], acts=[[Activation("Sigmoid"), Activation("Tanh"),
+                                                                  Activation("Tanh")]] * D)
+    else:
+        kw = dict(reverse=kw["reverse"], lens=kw["lens"], linear_before_reset=kw["linear_before_reset"],
+                  acts=[[Activation("Sigmoid"), Activation("Tanh")]] * D)
+    with compiled.disabled():
+        want = engine(*args, **kw)
+    agree(fast(*args, **kw, max_rows=10**6), want, dt, f"{cell} seed={seed} H={H} {kw}")
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), dt=st.sampled_from([np.float32, np.float64]))
+def test_lstm_onnx_gate_order_equals_canonical(seed, dt):
+    """run_lstm(gate_order="onnx") on ONNX-order W, R, b_x, b_h (i, o, f, c) is the canonical call, bit for bit
+    (every option: the kernel reorders while packing R and reads the projection per gate)."""
+    from fusedrnn import conventions
+
+    rng = np.random.default_rng(seed)
+    (x, W, R, b_x, b_h, h0, c0), kw = random_lstm(rng, dt)
+    want = compiled.run_lstm(x, W, R, b_x, b_h, h0, c0, **kw, max_rows=10**6)
+
+    def onnx(a):
+        return None if a is None else np.ascontiguousarray(conventions.from_canonical(a, "lstm", "onnx", axis=1))
+
+    got = compiled.run_lstm(x, onnx(W), onnx(R), onnx(b_x), onnx(b_h), h0, c0, **kw, max_rows=10**6,
+                            gate_order="onnx")
+    assert want is not None and got is not None
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)

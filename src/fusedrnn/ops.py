@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import conventions
+from .cells import compiled
 from .cells.activations import Activation, parse_activations
 from .cells.gru import gru_sequence
 from .cells.kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
@@ -98,8 +99,10 @@ def onnx_activations(cell: str, names, alpha, beta, D: int, defaults: str = "ort
     return [acts[d * n : (d + 1) * n] for d in range(D)]
 
 
-def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attributes: dict):
-    """Validate ONNX-convention arguments; return canonical time-major arrays and resolved options."""
+def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attributes: dict, canonical=True):
+    """Validate ONNX-convention arguments; return time-major arrays and resolved options. W, R, b_x, b_h are in
+    the canonical gate order, or (``canonical=False``) left in ONNX's order, uncopied where possible (see
+    :func:`_to_canonical`)."""
     attrs = _attributes(cell, attributes)
     G = GATE_COUNT[cell]
     direction = choice(attrs["direction"], DIRECTIONS, "direction")
@@ -144,16 +147,18 @@ def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attr
     if B is not None:
         B = as_float_array(B, "B")
         check_shape(B, (D, 2 * G * H), "B", f"[num_directions, {2 * G}*hidden_size]")
-        b_x = conventions.to_canonical(B[:, : G * H].astype(dt, copy=False), cell, "onnx", axis=1)
-        b_h = conventions.to_canonical(B[:, G * H :].astype(dt, copy=False), cell, "onnx", axis=1)
+        b_x = B[:, : G * H].astype(dt, copy=False)
+        b_h = B[:, G * H :].astype(dt, copy=False)
     arrays = dict(
         x=np.ascontiguousarray(x, dtype=dt),
-        W=np.ascontiguousarray(conventions.to_canonical(W.astype(dt, copy=False), cell, "onnx", axis=1)),
-        R=np.ascontiguousarray(conventions.to_canonical(R.astype(dt, copy=False), cell, "onnx", axis=1)),
+        W=W.astype(dt, copy=False),
+        R=R.astype(dt, copy=False),
         b_x=b_x,
         b_h=b_h,
         h0=state(initial_h, "initial_h"),
     )
+    if canonical:
+        _to_canonical(arrays, cell)
     if cell == "lstm":
         arrays["c0"] = state(initial_c, "initial_c")
         if P is not None:
@@ -169,6 +174,15 @@ def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attr
         policy=rounding,
     )
     return arrays, options, attrs, X.dtype
+
+
+def _to_canonical(arrays: dict, cell: str) -> None:
+    """Reorder W, R, b_x, b_h of :func:`_prepare`'s arrays in place from ONNX's gate order to the canonical one."""
+    for name in ("W", "R", "b_x", "b_h"):
+        a = arrays[name]
+        if a is not None:
+            a = conventions.to_canonical(a, cell, "onnx", axis=1)
+            arrays[name] = np.ascontiguousarray(a) if name in ("W", "R") else a
 
 
 def _finish(outputs, layout: int, out_dtype):
@@ -189,12 +203,15 @@ def lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=
     (layout 1: [B, D, H]). Attributes: hidden_size, direction, activations, activation_alpha,
     activation_beta, clip, input_forget, layout, plus activation_defaults, dtype, rounding."""
     arrays, options, attrs, out_dtype = _prepare("lstm", X, W, R, B, sequence_lens, initial_h, initial_c, P,
-                                                 attributes)
+                                                 attributes, canonical=False)
     coupling = "input_forget" if flag(attrs["input_forget"], "input_forget") else None
-    out = lstm_sequence(
-        arrays["x"], arrays["W"], arrays["R"], arrays["b_x"], arrays["b_h"], arrays["h0"], arrays["c0"],
-        P=arrays.get("P"), coupling=coupling, **options,
-    )
+    args = ("x", "W", "R", "b_x", "b_h", "h0", "c0")
+    # the compiled loop takes ONNX-order weights as they are (no reordered copy per call) ...
+    out = compiled.run_lstm(*(arrays[k] for k in args), P=arrays.get("P"), coupling=coupling, gate_order="onnx",
+                            **options)
+    if out is None:  # ... else the engine, on canonical arrays
+        _to_canonical(arrays, "lstm")
+        out = lstm_sequence(*(arrays[k] for k in args), P=arrays.get("P"), coupling=coupling, **options)
     return _finish(out, layout_value(attrs["layout"]), out_dtype)
 
 
@@ -202,7 +219,7 @@ def gru(X, W, R, B=None, sequence_lens=None, initial_h=None, **attributes):
     """ONNX GRU. Returns ``(Y, Y_h)``. Attributes: hidden_size, direction, activations, activation_alpha,
     activation_beta, clip, linear_before_reset, layout, plus activation_defaults, dtype, rounding."""
     arrays, options, attrs, out_dtype = _prepare("gru", X, W, R, B, sequence_lens, initial_h, None, None,
-                                                 attributes)
+                                                 attributes)  # ONNX's GRU order is the canonical one: no copies
     lbr = flag(attrs["linear_before_reset"], "linear_before_reset")
     out = gru_sequence(arrays["x"], arrays["W"], arrays["R"], arrays["b_x"], arrays["b_h"], arrays["h0"],
                        linear_before_reset=lbr, **options)

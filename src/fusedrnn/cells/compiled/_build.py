@@ -32,7 +32,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("_kernel.c", "_kernel_body.h")
-ABI_VERSION = 3
+ABI_VERSION = 4
 FLAG_SETS = (("-O3", "-march=native"), ("-O3",))
 COMMON_FLAGS = ("-std=gnu11", "-shared", "-fPIC", "-fno-math-errno", "-pthread")
 

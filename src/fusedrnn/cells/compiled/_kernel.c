@@ -2,7 +2,7 @@
  *
  * Built at first use by fusedrnn.cells.compiled._build (cc -O3 -march=native, loaded with ctypes); no Python
  * C-API. The Python side hoists the input projection (x·Wᵀ + folded biases, one BLAS GEMM per direction and
- * chunk of steps) and calls run_f32 / run_f64 once per chunk with a struct rnn_args. Per processing step and
+ * chunk of steps; the bias is added here) and calls run_f32 / run_f64 once per chunk with a struct rnn_args. Per processing step and
  * batch row this file does the recurrent GEMV (R kept in its canonical [G·H, Hp] layout: a dot product per
  * output unit, vectorised over the input units), the gate math and the state update.
  *
@@ -15,6 +15,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 enum { ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_AFFINE, ACT_LEAKY_RELU, ACT_THRESHOLDED_RELU, ACT_SCALED_TANH,
        ACT_HARD_SIGMOID, ACT_ELU, ACT_SOFTSIGN, ACT_SOFTPLUS };
@@ -41,6 +44,8 @@ typedef struct {
     void *c;                        /* [D, B, H] LSTM cell state, updated */
     void *Y;                        /* [T, D, B, Hp] output */
     int32_t threads;                /* >= 2: a bidirectional chunk runs its two directions on two threads */
+    int32_t gperm[4];               /* gate q of the kernel's order is block gperm[q] of xp, xb, R and bh */
+    const void *xb;                 /* [D, G*H] bias added to xp (source gate order) or NULL */
 } rnn_args;
 
 #define PAD(n, v) (((n) + (v) - 1) / (v) * (v))
@@ -127,6 +132,41 @@ static void f64_tanh(double *v, int n) { for (int j = 0; j < n; j++) v[j] = tanh
 static inline float f32_hsum(vf a) { float s = 0; for (int l = 0; l < VF; l++) s += a[l]; return s; }
 static inline double f64_hsum(vd a) { double s = 0; for (int l = 0; l < VD; l++) s += a[l]; return s; }
 
+/* Eight rows of a row-major matrix times h: out[q] = Σ_k r[q·K + k]·h[k], q < 8, K % 8 == 0. Reads R where it
+ * is (no packed copy per call); one FMA chain per row over k in steps of 8, the eight sums transposed and
+ * reduced with horizontal adds at the end. */
+#if defined(__AVX__)
+#define HAVE_GEMV8 1
+static inline void f32_gemv8(const float *r, long K, const float *h, float *out) {
+    vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
+    for (long k = 0; k < K; k += 8) {
+        vf hv = *(const vfu *)(h + k);
+        a0 += *(const vfu *)(r + k) * hv; a1 += *(const vfu *)(r + K + k) * hv;
+        a2 += *(const vfu *)(r + 2 * K + k) * hv; a3 += *(const vfu *)(r + 3 * K + k) * hv;
+        a4 += *(const vfu *)(r + 4 * K + k) * hv; a5 += *(const vfu *)(r + 5 * K + k) * hv;
+        a6 += *(const vfu *)(r + 6 * K + k) * hv; a7 += *(const vfu *)(r + 7 * K + k) * hv;
+    }
+    __m256 t0 = _mm256_hadd_ps((__m256)a0, (__m256)a1), t1 = _mm256_hadd_ps((__m256)a2, (__m256)a3);
+    __m256 t2 = _mm256_hadd_ps((__m256)a4, (__m256)a5), t3 = _mm256_hadd_ps((__m256)a6, (__m256)a7);
+    t0 = _mm256_hadd_ps(t0, t1);
+    t2 = _mm256_hadd_ps(t2, t3);
+    __m256 lo = _mm256_permute2f128_ps(t0, t2, 0x20), hi = _mm256_permute2f128_ps(t0, t2, 0x31);
+    _mm256_storeu_ps(out, _mm256_add_ps(lo, hi));
+}
+/* rows [G blocks of H] of R (block q is source block perm[q]; row stride K) times h into out [G·H]; H % 8 == 0 */
+static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *perm, const float *h, float *out) {
+    for (int q = 0; q < G; q++) {
+        const float *r = R + (long)perm[q] * H * K;
+        for (int u = 0; u < H; u += 8) f32_gemv8(r + (long)u * K, K, h, out + (long)q * H + u);
+    }
+}
+#else
+#define HAVE_GEMV8 0
+static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *perm, const float *h, float *out) {
+    (void)R; (void)G; (void)H; (void)K; (void)perm; (void)h; (void)out;  /* never called without AVX */
+}
+#endif
+
 /* ---- the two instantiations ------------------------------------------------------------------------- */
 #define REAL float
 #define SFX(name) f32_##name
@@ -136,7 +176,9 @@ static inline double f64_hsum(vd a) { double s = 0; for (int l = 0; l < VD; l++)
 #define EXPM1 expm1f
 #define LOG1P log1pf
 #define EXP expf
+#define FAST 1  /* fused gate math for the common LSTM / GRU options (float32 vector activations) */
 #include "_kernel_body.h"
+#undef FAST
 #undef REAL
 #undef SFX
 #undef VEC
@@ -154,6 +196,8 @@ static inline double f64_hsum(vd a) { double s = 0; for (int l = 0; l < VD; l++)
 #define EXPM1 expm1
 #define LOG1P log1p
 #define EXP exp
+#define FAST 0
 #include "_kernel_body.h"
+#undef FAST
 
-int fusedrnn_abi_version(void) { return 3; }
+int fusedrnn_abi_version(void) { return 4; }

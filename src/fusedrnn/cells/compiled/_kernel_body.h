@@ -80,16 +80,19 @@ static void SFX(layer_norm)(REAL *v, int H, const REAL *w, const REAL *bias) {
 }
 
 /* Packed recurrent matrix for gemv_packed: Rm [N, K] row-major -> P [ceil(N/NB)][K][NB] (rows beyond N are 0),
- * so a block of NB output units is one contiguous stream and needs no horizontal sums. */
+ * so a block of NB output units is one contiguous stream and needs no horizontal sums. With perm, packed row j is
+ * source row perm[j / H]·H + j % H (the gate blocks are reordered on the way: no per-call copy of R elsewhere). */
 #define NBK (8 * VL)
-static void SFX(pack)(const REAL *Rm, int N, int K, REAL *P) {
+static void SFX(pack)(const REAL *Rm, int N, int K, REAL *P, const int32_t *perm, int H) {
     for (int j0 = 0; j0 < N; j0 += NBK) {
         REAL *p = P + (long)j0 * K;
         const int nq = N - j0 < NBK ? N - j0 : NBK;
         for (int k0 = 0; k0 < K; k0 += 8) {  /* 8 x nq tiles: the 8 destination rows stay in L1 */
             const int k1 = K - k0 < 8 ? K : k0 + 8;
             for (int q = 0; q < nq; q++) {
-                const REAL *r = Rm + (long)(j0 + q) * K;
+                const int j = j0 + q;
+                const long src = perm ? (long)perm[j / H] * H + j % H : j;
+                const REAL *r = Rm + src * K;
                 for (int k = k0; k < k1; k++) p[(long)k * NBK + q] = r[k];
             }
         }
@@ -125,7 +128,7 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
     const long np = a->diagonal ? 0 : PAD((long)Gr * H, NBK) * Hp;
     const long nnp = (a->kind == KIND_GRU && !a->lbr) ? PAD((long)H, NBK) * H : 0;
     const long ntmp = PAD((long)G * H, NBK) + NBK;
-    const long n = 4 * Hq + (long)B * (Hpq + Hq) + 3 * Hq + Hpq + ntmp + np + nnp;
+    const long n = 4 * Hq + (long)B * (Hpq + Hq) + 3 * Hq + Hpq + ntmp + np + nnp + 4 * Hq;
     void *mem = NULL;
     if (posix_memalign(&mem, 64, (size_t)n * sizeof(REAL)) != 0) return -1;
     REAL *acc = (REAL *)mem;
@@ -140,10 +143,24 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
     REAL *t1 = m + Hq;                       /* [Hq] */
     REAL *t2 = t1 + Hq;                      /* [Hq] */
     REAL *hn = t2 + Hq;                      /* [Hpq] new hidden state */
+    REAL *xbuf = hn + Hpq;                   /* [G, Hq] projected input + bias, kernel gate order */
     (void)t2;
+    const int32_t *gp = a->gperm;
     const REAL *Rd = (const REAL *)a->R + (a->diagonal ? (long)d * GH : (long)d * GH * Hp);
-    if (!a->diagonal) SFX(pack)(Rd, Gr * H, Hp, Rp);
-    if (nnp) SFX(pack)(Rd + 2L * H * Hp, H, H, Rnp);
+    const REAL *xbd = a->xb ? (const REAL *)a->xb + (long)d * GH : NULL;
+#if FAST
+    const int fast_lstm = a->kind == KIND_LSTM && !a->diagonal && !a->P && !a->ln_on && !a->projW && a->clip < 0
+        && a->cell_clip < 0 && a->coupling == COUPLE_NONE && H % VL == 0 && a->act[3 * d] == ACT_SIGMOID
+        && a->act[3 * d + 1] == ACT_TANH && a->act[3 * d + 2] == ACT_TANH;
+    const int fast_gru = a->kind == KIND_GRU && !a->diagonal && a->clip < 0 && H % VL == 0
+        && a->act[3 * d] == ACT_SIGMOID && a->act[3 * d + 1] == ACT_TANH;
+    const int rows = HAVE_GEMV8 && (fast_lstm || fast_gru);  /* R read in place by gemv_rows: nothing packed */
+    static const int32_t ident[1] = {0};
+#else
+    const int rows = 0;
+#endif
+    if (!a->diagonal && !rows) SFX(pack)(Rd, Gr * H, Hp, Rp, gp, H);
+    if (nnp && !rows) SFX(pack)(Rd + (long)gp[2] * H * Hp, H, H, Rnp, NULL, H);
     const REAL *h_in = (const REAL *)a->h + (long)d * B * Hp;
     const REAL *c_in = a->kind == KIND_LSTM ? (const REAL *)a->c + (long)d * B * H : NULL;
     for (long r = 0; r < B; r++) {
@@ -160,12 +177,90 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
             const long len = a->lens ? a->lens[b] : a->T;
             if (s >= len) continue;
             const long t = rev ? len - 1 - s : s;
-            const REAL *x = xp + (((long)d * a->K + (s - a->s0)) * B + b) * GH;
+            const REAL *x0 = xp + (((long)d * a->K + (s - a->s0)) * B + b) * GH;
             REAL *hp = hs + (long)b * Hpq;
             REAL *cc = cs + (long)b * Hq;
+            REAL *yo = Y + ((t * D + d) * (long)B + b) * Hp;
+#if FAST
+            if (fast_lstm) {
+                if (rows) f32_gemv_rows(Rd, 4, H, Hp, gp, hp, tmp);
+                else SFX(gemv_packed)(Rp, 4 * H, Hp, hp, tmp);
+                const REAL *xi = x0 + (long)gp[0] * H, *xf = x0 + (long)gp[1] * H;
+                const REAL *xg = x0 + (long)gp[2] * H, *xo = x0 + (long)gp[3] * H;
+                const REAL *bi = xbd ? xbd + (long)gp[0] * H : NULL, *bf = xbd ? xbd + (long)gp[1] * H : NULL;
+                const REAL *bg = xbd ? xbd + (long)gp[2] * H : NULL, *bo = xbd ? xbd + (long)gp[3] * H : NULL;
+                for (int u = 0; u < H; u += VL) {
+                    VEC vi = *(const VECU *)(xi + u), vf_ = *(const VECU *)(xf + u);
+                    VEC vg = *(const VECU *)(xg + u), vo = *(const VECU *)(xo + u);
+                    if (bi) {
+                        vi += *(const VECU *)(bi + u); vf_ += *(const VECU *)(bf + u);
+                        vg += *(const VECU *)(bg + u); vo += *(const VECU *)(bo + u);
+                    }
+                    vi = vf_sigmoid(*(const VEC *)(tmp + u) + vi);
+                    vf_ = vf_sigmoid(*(const VEC *)(tmp + H + u) + vf_);
+                    vg = vf_tanh(*(const VEC *)(tmp + 2 * H + u) + vg);
+                    vo = vf_sigmoid(*(const VEC *)(tmp + 3 * H + u) + vo);
+                    VEC ig = vi * vg;
+                    VEC fc = *(const VEC *)(cc + u) * vf_;
+                    VEC cn = fc + ig;
+                    *(VEC *)(cc + u) = cn;
+                    VEC hv = vf_tanh(cn) * vo;
+                    *(VEC *)(hp + u) = hv;
+                    *(VECU *)(yo + u) = hv;
+                }
+                continue;
+            }
+            if (fast_gru) {
+                const REAL *xz = x0 + (long)gp[0] * H, *xr = x0 + (long)gp[1] * H, *xn = x0 + (long)gp[2] * H;
+                const REAL *bz = xbd ? xbd + (long)gp[0] * H : NULL, *br = xbd ? xbd + (long)gp[1] * H : NULL;
+                const REAL *bn = xbd ? xbd + (long)gp[2] * H : NULL;
+                const REAL *bhn = (a->lbr && a->bh) ? (const REAL *)a->bh + (long)d * H : NULL;
+                if (rows) f32_gemv_rows(Rd, Gr, H, Hp, gp, hp, tmp);
+                else SFX(gemv_packed)(Rp, Gr * H, Hp, hp, tmp);
+                REAL *z = acc, *r = acc + Hq;
+                for (int u = 0; u < H; u += VL) {
+                    VEC vz = *(const VECU *)(xz + u), vr = *(const VECU *)(xr + u);
+                    if (bz) { vz += *(const VECU *)(bz + u); vr += *(const VECU *)(br + u); }
+                    *(VEC *)(z + u) = vf_sigmoid(*(const VEC *)(tmp + u) + vz);
+                    *(VEC *)(r + u) = vf_sigmoid(*(const VEC *)(tmp + H + u) + vr);
+                }
+                const REAL *tn = tmp + 2 * H;
+                if (!a->lbr) {
+                    for (int u = 0; u < H; u++) t1[u] = r[u] * hp[u];
+                    if (rows) f32_gemv_rows(Rd + (long)gp[2] * H * H, 1, H, H, ident, t1, tmp);
+                    else SFX(gemv_packed)(Rnp, H, H, t1, tmp);
+                    tn = tmp;
+                }
+                for (int u = 0; u < H; u += VL) {
+                    VEC vx = *(const VECU *)(xn + u);
+                    if (bn) vx += *(const VECU *)(bn + u);
+                    VEC nv = *(const VEC *)(tn + u);
+                    if (a->lbr) {
+                        if (bhn) nv += *(const VECU *)(bhn + u);
+                        nv *= *(const VEC *)(r + u);
+                    }
+                    nv = vf_tanh(nv + vx);
+                    VEC hv = *(const VEC *)(hp + u);
+                    VEC dl = hv - nv;
+                    dl *= *(const VEC *)(z + u);
+                    hv = dl + nv;
+                    *(VEC *)(hp + u) = hv;
+                    *(VECU *)(yo + u) = hv;
+                }
+                continue;
+            }
+#endif
+            const REAL *x = x0;
+            if (xbd || gp[0] != 0 || gp[1] != 1 || gp[2] != 2 || gp[3] != 3) {  /* kernel gate order, + bias */
+                for (int q = 0; q < G; q++) {
+                    const REAL *xs = x0 + (long)gp[q] * H, *bs = xbd ? xbd + (long)gp[q] * H : NULL;
+                    for (int u = 0; u < H; u++) xbuf[q * H + u] = bs ? xs[u] + bs[u] : xs[u];
+                }
+                x = xbuf;
+            }
             /* recurrent term of the gates that do not need r first, plus the projected input */
             if (a->diagonal) {
-                for (int q = 0; q < Gr; q++) for (int u = 0; u < H; u++) acc[q * Hq + u] = Rd[q * H + u] * hp[u];
+                for (int q = 0; q < Gr; q++) for (int u = 0; u < H; u++) acc[q * Hq + u] = Rd[(long)gp[q] * H + u] * hp[u];
             } else {
                 SFX(gemv_packed)(Rp, Gr * H, Hp, hp, tmp);
                 for (int q = 0; q < Gr; q++) memcpy(acc + q * Hq, tmp + (long)q * H, sizeof(REAL) * H);
@@ -176,11 +271,11 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
                 const REAL *P = a->P ? (const REAL *)a->P + (long)d * 3 * H : NULL;
                 if (P) for (int u = 0; u < H; u++) { gi[u] += P[u] * cc[u]; gf[u] += P[H + u] * cc[u]; }
                 const REAL *lw = a->ln_on ? (const REAL *)a->ln + (long)d * 4 * H : NULL;
-                const REAL *lb = (a->ln_on && a->bh) ? (const REAL *)a->bh + (long)d * 4 * H : NULL;
+                const REAL *lb = (a->ln_on && a->bh) ? (const REAL *)a->bh + (long)d * 4 * H : NULL;  /* source order */
                 if (lw) {
                     for (int q = 0; q < 4; q++) {
                         if (q == 3 && P) continue;
-                        SFX(layer_norm)(acc + q * Hq, H, lw + q * H, lb ? lb + q * H : NULL);
+                        SFX(layer_norm)(acc + q * Hq, H, lw + q * H, lb ? lb + (long)gp[q] * H : NULL);
                     }
                 }
                 SFX(clamp)(gi, 3 * Hq + (P ? 0 : Hq), a->clip);
@@ -193,7 +288,7 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
                 SFX(clamp)(cc, H, a->cell_clip);
                 if (P) {
                     for (int u = 0; u < H; u++) go[u] += P[2 * H + u] * cc[u];
-                    if (lw) SFX(layer_norm)(go, H, lw + 3 * H, lb ? lb + 3 * H : NULL);
+                    if (lw) SFX(layer_norm)(go, H, lw + 3 * H, lb ? lb + (long)gp[3] * H : NULL);
                     SFX(clamp)(go, H, a->clip);
                     SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], go, Hq);
                 }
@@ -231,7 +326,7 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
                 SFX(activate)(act[0], (REAL)al[0], (REAL)be[0], acc, Hq);
                 memcpy(hp, acc, sizeof(REAL) * H);
             }
-            memcpy(Y + ((t * D + d) * (long)B + b) * Hp, hp, sizeof(REAL) * Hp);
+            memcpy(yo, hp, sizeof(REAL) * Hp);
         }
     }
     REAL *h_out = (REAL *)a->h + (long)d * B * Hp;

@@ -66,7 +66,7 @@ class _Args(ctypes.Structure):
         ("lens", ctypes.c_void_p), ("xp", ctypes.c_void_p), ("R", ctypes.c_void_p),
         ("bh", ctypes.c_void_p), ("P", ctypes.c_void_p), ("projW", ctypes.c_void_p), ("projb", ctypes.c_void_p),
         ("ln", ctypes.c_void_p), ("h", ctypes.c_void_p), ("c", ctypes.c_void_p), ("Y", ctypes.c_void_p),
-        ("threads", ctypes.c_int32),
+        ("threads", ctypes.c_int32), ("gperm", ctypes.c_int32 * 4), ("xb", ctypes.c_void_p),
     ]
 
 
@@ -105,10 +105,6 @@ def disabled() -> Iterator[None]:
         _switch["enabled"] = old
 
 
-def _c(a, dt) -> np.ndarray | None:
-    return None if a is None else np.ascontiguousarray(a, dtype=dt)
-
-
 def _lib_for(x: np.ndarray, policy: RoundingPolicy, h_feed, D: int, max_rows: int | None):
     if not _switch["enabled"] or h_feed is not None or not policy.is_exact:
         return None
@@ -139,9 +135,16 @@ def _act_table(acts: Sequence[Sequence[Activation]], D: int):
     return hit
 
 
-def _run(lib, kind: str, x, W, R, proj_bias, h0, c0, reverse, acts, lens, *, Hp: int, diagonal=False, lbr=False,
+_IDENTITY = (0, 1, 2, 3)
+GATE_ORDERS = {"canonical": _IDENTITY, "onnx": (0, 2, 3, 1)}
+"""LSTM gate orders run_lstm accepts: for each gate of the canonical order (i, f, g, o), its block in W, R and the
+biases (ONNX stores i, o, f, c). The kernel reorders while packing R and reads the projection at per-gate offsets,
+so ONNX-order weights need no reordered copy."""
+
+
+def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int, diagonal=False, lbr=False,
          coupling=None, bh=None, P=None, proj_W=None, proj_b=None, ln=None, clip=None, cell_clip=None,
-         proj_clip=None):
+         proj_clip=None, gperm=_IDENTITY):
     dt = x.dtype
     T, B, I = x.shape
     D, GH = W.shape[0], W.shape[1]
@@ -165,38 +168,47 @@ def _run(lib, kind: str, x, W, R, proj_bias, h0, c0, reverse, acts, lens, *, Hp:
     c = np.array(c0, dtype=dt, order="C", copy=True) if c0 is not None else None
     Y = np.zeros((T, D, B, Hp), dt) if lens is not None else np.empty((T, D, B, Hp), dt)
     rev = [bool(r) for r in reverse]
-    Rc, bhc, Pc, pWc, pbc, lnc = (_c(a, dt) for a in (R, bh, P, proj_W, proj_b, ln))
+    args = _Args()
+    args.kind, args.D, args.B, args.H, args.Hp, args.G, args.T = _KIND[kind], D, B, H, Hp, G, T
+    args.act, args.alpha, args.beta = table
+    args.reverse[0], args.reverse[1] = rev[0], rev[-1]
+    args.gperm[:] = gperm
+    args.clip = -1.0 if clip is None else float(clip)
+    args.cell_clip = -1.0 if cell_clip is None else float(cell_clip)
+    args.proj_clip = -1.0 if proj_clip is None else float(proj_clip)
+    if diagonal or lbr or coupling is not None or ln is not None:
+        args.diagonal, args.lbr, args.coupling, args.ln_on = int(diagonal), int(lbr), _COUPLING[coupling], int(
+            ln is not None)
+    keep = []  # the arrays whose addresses the kernel holds
+    for name, arr in (("lens", lens), ("R", R), ("xb", xbias), ("bh", bh), ("P", P), ("projW", proj_W),
+                      ("projb", proj_b), ("ln", ln)):
+        if arr is not None:
+            arr = np.ascontiguousarray(arr, dtype=None if name == "lens" else dt)
+            keep.append(arr)
+            setattr(args, name, arr.ctypes.data)
+    args.h, args.Y = h.ctypes.data, Y.ctypes.data
+    if c is not None:
+        args.c = c.ctypes.data
+    args.threads = _switch["threads"] if D == 2 and steps * B * GH * Hp >= THREAD_MIN_MACS else 1
 
     per_step = D * B * GH * dt.itemsize
     K = max(1, min(steps, max(PROJECTION_BUFFER_BYTES // max(per_step, 1), -(-256 // max(B, 1)))))
+    args.K = K
     xr = reverse_valid_prefix(x, lens) if any(rev) and steps else None
-    xs = [xr if r else x for r in rev]
-    Wt = [W[d].T for d in range(D)]  # a transposed view: BLAS reads it in place (no per-call copy of W)
     xp = np.empty((D, K, B, GH), dt)
-    args = _Args(kind=_KIND[kind], D=D, B=B, H=H, Hp=Hp, G=G, T=T, K=K, diagonal=int(diagonal), lbr=int(lbr),
-                 coupling=_COUPLING[coupling], ln_on=int(ln is not None),
-                 clip=-1.0 if clip is None else float(clip),
-                 cell_clip=-1.0 if cell_clip is None else float(cell_clip),
-                 proj_clip=-1.0 if proj_clip is None else float(proj_clip))
-    args.threads = _switch["threads"] if D == 2 and steps * B * GH * Hp >= THREAD_MIN_MACS else 1
-    args.reverse[0] = rev[0]
-    args.reverse[1] = rev[-1]
-    args.act, args.alpha, args.beta = table
-    for name, arr in (("lens", lens), ("xp", xp), ("R", Rc), ("bh", bhc), ("P", Pc), ("projW", pWc),
-                      ("projb", pbc), ("ln", lnc), ("h", h), ("c", c), ("Y", Y)):
-        if arr is not None:
-            setattr(args, name, arr.ctypes.data)
+    args.xp = xp.ctypes.data
     run = lib.f32_run if dt == np.float32 else lib.f64_run
+    ref = ctypes.byref(args)
     for s0 in range(0, steps, K):
         m = min(K, steps - s0)
         for d in range(D):
-            out = xp[d, :m].reshape(m * B, GH)
-            np.matmul(xs[d][s0 : s0 + m].reshape(m * B, I), Wt[d], out=out)
-            if proj_bias is not None:
-                out += proj_bias[d]
+            xs = xr if rev[d] else x
+            # W[d].T is a transposed view: BLAS reads it in place (no per-call copy of W)
+            np.matmul(xs[s0 : s0 + m].reshape(m * B, I), W[d].T, out=xp[d, :m].reshape(m * B, GH))
         args.s0, args.s1 = s0, s0 + m
-        if run(ctypes.byref(args)) != 0:
+        if run(ref) != 0:
             raise MemoryError("compiled recurrence: could not allocate its work buffer")
+    del keep
     if lens is not None:
         h[:, lens == 0] = 0
         if c is not None:
@@ -204,30 +216,28 @@ def _run(lib, kind: str, x, W, R, proj_bias, h0, c0, reverse, acts, lens, *, Hp:
     return (Y, h) if c is None else (Y, h, c)
 
 
-def _sum(*arrays, shape, dt) -> np.ndarray | None:
-    if all(a is None for a in arrays):
-        return None
-    out = np.zeros(shape, dt)
-    for a in arrays:
-        if a is not None:
-            out += a
-    return out
+def _sum(a, b, dt) -> np.ndarray | None:
+    if a is None or b is None:
+        return None if a is None and b is None else np.asarray(a if b is None else b, dtype=dt)
+    return np.add(a, b, dtype=dt)
 
 
 def run_lstm(x, W, R, b_x, b_h, h0, c0, *, reverse, acts, lens=None, P=None, clip=None, coupling=None,
              cell_clip=None, proj_W=None, proj_b=None, proj_clip=None, ln=None, policy: RoundingPolicy = EXACT,
-             h_feed=None, max_rows: int | None = None):
-    """:func:`fusedrnn.cells.lstm_sequence` in compiled code: (Y, Y_h, Y_c), or None when not handled."""
+             h_feed=None, max_rows: int | None = None, gate_order: str = "canonical"):
+    """:func:`fusedrnn.cells.lstm_sequence` in compiled code: (Y, Y_h, Y_c), or None when not handled.
+
+    ``gate_order``: the gate order of W, R, b_x, b_h (a key of :data:`GATE_ORDERS`; P and ln stay canonical)."""
     D, H4 = W.shape[0], W.shape[1]
     lib = _lib_for(x, policy, h_feed, D, max_rows)
     if lib is None or coupling not in _COUPLING:
         return None
-    dt = x.dtype
     Hp = proj_W.shape[1] if proj_W is not None else H4 // 4
-    bias = _sum(b_x, b_h, shape=(D, H4), dt=dt)
+    bias = _sum(b_x, b_h, x.dtype)
     return _run(lib, "lstm", x, W, R, None if ln is not None else bias, h0, c0, reverse, acts, lens, Hp=Hp,
                 diagonal=R.ndim == 2, coupling=coupling, bh=bias if ln is not None else None, P=P, proj_W=proj_W,
-                proj_b=proj_b, ln=ln, clip=clip, cell_clip=cell_clip, proj_clip=proj_clip)
+                proj_b=proj_b, ln=ln, clip=clip, cell_clip=cell_clip, proj_clip=proj_clip,
+                gperm=GATE_ORDERS[gate_order])
 
 
 def run_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linear_before_reset=False,
@@ -238,16 +248,11 @@ def run_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linea
     if lib is None:
         return None
     dt, H = x.dtype, H3 // 3
-    bias = np.zeros((D, H3), dt)
     b_hn = None
-    if b_x is not None:
-        bias += b_x
-    if b_h is not None:
-        if linear_before_reset:
-            bias[:, : 2 * H] += b_h[:, : 2 * H]
-            b_hn = b_h[:, 2 * H :]
-        else:
-            bias += b_h
+    if b_h is not None and linear_before_reset:
+        b_hn = b_h[:, 2 * H :]
+        b_h = np.concatenate([b_h[:, : 2 * H], np.zeros((D, H), b_h.dtype)], axis=1)
+    bias = _sum(b_x, b_h, dt)
     return _run(lib, "gru", x, W, R, bias, h0, None, reverse, acts, lens, Hp=H, lbr=bool(linear_before_reset),
                 bh=b_hn, clip=clip)
 
@@ -259,5 +264,5 @@ def run_rnn(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, polic
     lib = _lib_for(x, policy, None, D, max_rows)
     if lib is None:
         return None
-    bias = _sum(b_x, b_h, shape=(D, H), dt=x.dtype)
+    bias = _sum(b_x, b_h, x.dtype)
     return _run(lib, "rnn", x, W, R, bias, h0, None, reverse, acts, lens, Hp=H, clip=clip)

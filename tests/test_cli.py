@@ -236,3 +236,23 @@ def test_compare_side_by_side(runner, monkeypatch):
     res = runner.invoke(main, [*args, "-t", "fp16", "--json"])
     assert [r["target"] for r in json.loads(res.output)["results"]] == ["fp16"]
     assert runner.invoke(main, ["compare"]).exit_code == 2  # MODEL is required
+
+
+def test_bench_lists_and_runs_suites(runner, tmp_path):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    res = runner.invoke(main, ["bench", "--list", "--root", str(root)])
+    assert res.exit_code == 0 and "float" in res.output and "mli" in res.output
+    # a suite runs as ``python -m benchmarks.bench_<suite> ARGS`` in the checkout; here a fake one
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "__init__.py").write_text("")
+    (tmp_path / "benchmarks" / "bench_float.py").write_text(
+        "import json, sys\nopen('ran.json', 'w').write(json.dumps(sys.argv[1:]))\nsys.exit(3)\n")
+    res = runner.invoke(main, ["bench", "float", "--quick", "--shapes", "S1", "--root", str(tmp_path)])
+    assert res.exit_code == 3  # the suite's own exit status
+    assert json.loads((tmp_path / "ran.json").read_text()) == ["--quick", "--shapes", "S1"]
+    res = runner.invoke(main, ["bench", "nope", "--root", str(tmp_path)])
+    assert res.exit_code == 2 and "unknown suite 'nope'" in res.output
+    res = runner.invoke(main, ["bench", "float", "--root", str(tmp_path / "missing")])
+    assert res.exit_code == 2 and "no benchmarks/ folder" in res.output

@@ -1,11 +1,12 @@
-"""The ``fusedrnn`` command line: ``fusedrnn --version``, ``fusedrnn targets``, ``fusedrnn run``,
-``fusedrnn compare``, ``fusedrnn export-vectors``."""
+"""The ``fusedrnn`` command line: ``--version``, ``targets``, ``run``, ``compare``, ``export-vectors``, ``convert``
+and ``bench``."""
 
 from __future__ import annotations
 
 import click
 
 from .. import __version__
+from .bench_cmd import bench
 from .convert_cmd import convert
 from .export_cmd import export_vectors
 from .run_cmd import compare, run
@@ -24,5 +25,6 @@ main.add_command(run)
 main.add_command(compare)
 main.add_command(export_vectors)
 main.add_command(convert)
+main.add_command(bench)
 
 __all__ = ["main"]

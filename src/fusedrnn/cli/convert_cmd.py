@@ -14,7 +14,9 @@ Sources (by file suffix):
 Formats: ``onnx`` (a single-node model), ``torch`` (a state dict .pt), ``keras`` (a .keras model), ``quark``
 (an ExtendedLSTM ONNX model, ``--calibration``), the ``mli2-*`` / ``mli1-*`` targets (a C header of the
 quantized weights in MLI's layout and every quantization parameter, ``--calibration``) and ``zdnn`` (the
-stickified weight and bias ztensors as a C header, or a ``.bin`` of the buffers with a ``.json`` manifest).
+stickified weight and bias ztensors as a C header, or a ``.bin`` of the buffers with a ``.json`` manifest) and
+``tflite`` (a LiteRT model of fused UNIDIRECTIONAL_SEQUENCE_LSTM / _RNN ops, ``--scheme float|hybrid|int8x16``;
+int8x16 needs ``--calibration``; a layer or a stack).
 
 Calibration (``--calibration NPZ|NPY``): input sequences in the source's layout ([T, B, I]; [B, T, I] for a
 batch-first source such as Keras): the npz's only array, or its array ``X`` / ``x`` / ``input``.
@@ -34,7 +36,9 @@ from .. import targets as registry
 from ..errors import FusedRNNError
 from .common import CLIError, delayed_progress
 
-FILE_FORMATS = {"onnx": ".onnx", "torch": ".pt", "keras": ".keras", "quark": ".onnx", "zdnn": ".h"}
+FILE_FORMATS = {"onnx": ".onnx", "torch": ".pt", "keras": ".keras", "quark": ".onnx", "zdnn": ".h",
+                "tflite": ".tflite"}
+TFLITE_SCHEMES = ("float", "hybrid", "int8x16")
 SOURCE_SUFFIXES = (".onnx", ".pt", ".pth", ".keras", ".tflite")
 _TORCH_KEY = re.compile(r"^(?P<prefix>.*?)(?P<base>weight_ih|weight_hh|weight_hr|bias_ih|bias_hh)_l(?P<k>\d+)"
                         r"(?P<rev>_reverse)?$")
@@ -316,6 +320,18 @@ def _write_quark(layer, out: Path, cal) -> str:
     return str(conv.report)
 
 
+def _write_tflite(layer, out: Path, scheme: str, cal, batch: int | None) -> str:
+    try:
+        from ..targets.litert.export import export
+    except ImportError:
+        raise CLIError("--to tflite: not supported (fusedrnn.litert is not available)") from None
+    content = export(layer, out, scheme, cal, batch=batch)
+    from ..targets.litert.reader import read_model
+
+    ops = [op.name for op in read_model(content).ops]
+    return f"{len(content)} bytes, {scheme}: {', '.join(ops)}"
+
+
 def _write_c(export, out: Path, guard_base: str) -> None:
     guard = "FUSEDRNN_" + re.sub(r"[^A-Za-z0-9]", "_", guard_base).upper() + "_H"
     out.write_text(export.header(guard), encoding="ascii")
@@ -345,21 +361,26 @@ def _write_zdnn_bin(export, out: Path) -> Path:
 @click.command("convert")
 @click.argument("src", metavar="SRC", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--to", "fmt", required=True, metavar="FORMAT",
-              help="onnx, torch, keras, quark, zdnn, or an MLI target (mli2-sa8, mli2-fx16, mli2-fx16_fx8_fx8, "
+              help="onnx, torch, keras, quark, zdnn, tflite, or an MLI target (mli2-sa8, mli2-fx16, mli2-fx16_fx8_fx8, "
                    "mli1-fx16, mli1-fx8, mli1-fx8w16d).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
               help="Output file (default: SRC's name with the format's suffix; zdnn: .h, or .bin for raw buffers).")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
-              help="Input sequences to choose the quantization from (mli*, quark): [T, B, I], [B, T, I] for a "
+              help="Input sequences to choose the quantization from (mli*, quark, tflite int8x16): [T, B, I], "
+                   "[B, T, I] for a "
                    "batch-first source; the npz's only array or its array X.")
 @click.option("--node", metavar="NAME", help="Which recurrent node (ONNX node name, Keras layer name, state dict "
                                              "prefix, .tflite op index) when SRC has several.")
 @click.option("--nonlinearity", type=click.Choice(["tanh", "relu"]), default="tanh", show_default=True,
               help="The nn.RNN nonlinearity of a state dict (it is not stored in the weights).")
+@click.option("--scheme", type=click.Choice(TFLITE_SCHEMES), default="float", show_default=True,
+              help="--to tflite: float, hybrid (int8 weights) or int8x16 (full integer, needs --calibration).")
+@click.option("--batch", type=click.IntRange(min=1), default=None, metavar="N",
+              help="--to tflite: the model's fixed batch size (default: the calibration's, else 1).")
 def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, node: str | None,
-            nonlinearity: str) -> None:
+            nonlinearity: str, scheme: str = "float", batch: int | None = None) -> None:
     """Convert the recurrent weights in SRC (.onnx, .pt, .keras, .tflite) to FORMAT: a model file (onnx,
-    torch, keras, quark) or a C header for an accelerator program (mli2-*, mli1-*: quantized weights and every
+    torch, keras, quark, tflite) or a C header for an accelerator program (mli2-*, mli1-*: quantized weights and every
     quantization parameter; zdnn: stickified ztensor buffers and descriptors)."""
     fmt = fmt.lower()
     if fmt not in formats():
@@ -368,10 +389,10 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
         raise CLIError(f"SRC: no such file: {src}")
     if calibration is not None and not calibration.is_file():
         raise CLIError(f"--calibration: no such file: {calibration}")
-    needs_cal = fmt == "quark" or fmt in mli_formats()
+    needs_cal = fmt == "quark" or fmt in mli_formats() or (fmt == "tflite" and scheme == "int8x16")
     if needs_cal and calibration is None:
-        raise CLIError(f"--calibration: --to {fmt} quantizes the weights and needs calibration inputs (an npz of "
-                       f"input sequences)")
+        raise CLIError(f"--calibration: --to {fmt}{' --scheme ' + scheme if fmt == 'tflite' else ''} quantizes "
+                       f"the weights and needs calibration inputs (an npz of input sequences)")
     suffix = FILE_FORMATS.get(fmt, ".h")
     if out is None:
         out = src.with_suffix(suffix)
@@ -381,6 +402,8 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
         raise CLIError(f"--out: {out} is SRC; choose another file")
     if fmt == "keras" and out.suffix != ".keras":
         raise CLIError(f"--out: Keras saves .keras files; got {out.name!r}")
+    if fmt == "tflite" and out.suffix != ".tflite":
+        raise CLIError(f"--out: --to tflite writes a .tflite model; got {out.name!r}")
     if fmt == "zdnn" and out.suffix not in (".h", ".bin"):
         raise CLIError(f"--out: zdnn writes a C header (.h) or raw buffers (.bin); got {out.name!r}")
     if fmt in mli_formats() and out.suffix != ".h":
@@ -403,6 +426,8 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
                 _write_keras(layer, out)
             elif fmt == "quark":
                 extra = _write_quark(layer, out, cal)
+            elif fmt == "tflite":
+                extra = _write_tflite(layer, out, scheme, cal, batch)
             elif fmt == "zdnn":
                 from ..frontends.c_export import zdnn_export
 

@@ -3,7 +3,7 @@ state, build ops from tensors, write models, map Keras layers and fusedrnn layer
 
 from __future__ import annotations
 
-from .export import to_tflite
+from .export import export, prepare, to_tflite
 from .graph import RECURRENT_OPS, Model, load
 from .importer import layer_from_tflite
 from .keras_map import from_keras
@@ -15,6 +15,8 @@ from .writer import OpSpec, bidirectional_lstm_model, lstm_model, single_op_mode
 
 __all__ = [
     "RECURRENT_OPS",
+    "export",
+    "prepare",
     "Model",
     "load",
     "read_model",

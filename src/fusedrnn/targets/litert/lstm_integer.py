@@ -18,6 +18,7 @@ import numpy as np
 from ...errors import AttributeValueError, UnsupportedFeatureError
 from ...numerics import gemmlowp
 from ...numerics.int_matmul import IntMatrix
+from . import _compiled
 from ._arith import Requant, activation_lut, apply_lut, rdpot_const, saturating_lut, trunc_div, wrap32
 from .slots import GATE_BIASES, INPUT_WEIGHTS, LAYER_NORM, RECURRENT_WEIGHTS, LstmOptions, LstmTensors, per_tensor
 
@@ -128,13 +129,21 @@ class IntegerLstmKernel:
         self.in_bias = np.concatenate(in_bias)
         self.rec_bias = np.concatenate(rec_bias)
         self.W = IntMatrix(np.concatenate(Wcols, axis=1), a_absmax=128)  # [I, G*H]
-        self.R = IntMatrix(np.concatenate(Rcols, axis=1), a_absmax=128)  # [Hp, G*H]
+        self._rec_cols = np.concatenate(Rcols, axis=1)  # int8 [Hp, G*H] (the compiled loop's copy)
+        self.R = IntMatrix(self._rec_cols, a_absmax=128)
         # the accumulators need no int32 wrap when their bounds stay below 2^31
         self.rec_fits = Hp * 128 * 128 + int(np.abs(self.rec_bias).max(initial=0)) < 2**31
         self.in_fits = I * 128 * 128 + int(np.abs(self.in_bias).max(initial=0)) < 2**31
         self.in_bias_q = self.in_req.with_bias(self.in_bias) if self.in_fits and self.in_req.one_pass else None
         self.rec_bias_q = self.rec_req.with_bias(self.rec_bias) if self.rec_fits and self.rec_req.one_pass else None
         self.G = G
+        # the requantized recurrent term is not saturated on its own (TFLite adds it to the saturated input term
+        # and saturates the sum); the saturating tables of the fast path cover sums in [-2^16, 2^16), so models
+        # whose recurrent term can leave the int16 range (|acc| <= Hp·128·128 + |bias|, times the multiplier)
+        # saturate explicitly instead
+        acc_max = Hp * 128 * 128 + int(np.abs(self.rec_bias).max(initial=0))
+        mult = np.asarray(q_rec, np.float64) * np.exp2(np.asarray(s_rec, np.float64) - 31)
+        self.rec_wide = bool(acc_max * float(mult.max(initial=0)) + 2 > 32767)
         # peepholes (int16, symmetric): i, f use the old cell, o the new one
         self.P = {}
         if self.peephole:
@@ -247,8 +256,14 @@ class IntegerLstmKernel:
             out[t0:t0 + n // B] = a.reshape(-1, B, GH)
         return out
 
-    def run(self, x: np.ndarray, state, *, reverse: bool = False, aux=None):
-        """x int8 [T, B, n_input]; returns (y int8 [T, B, n_output], (h int8, c int16))."""
+    def run(self, x: np.ndarray, state, *, reverse: bool = False, aux=None, engine: str = "auto"):
+        """x int8 [T, B, n_input]; returns (y int8 [T, B, n_output], (h int8, c int16)).
+
+        ``engine``: "auto" (the compiled loop of :mod:`._compiled` when it loads, else NumPy), "numpy" or
+        "compiled" (RuntimeError when unavailable); both give the same bits."""
+        lib = _compiled.library(engine)
+        if lib is not None and self.W.dtype is not None and x.shape[0] > 0:
+            return _compiled.run(lib, self, x, state, reverse)
         T, B, I = x.shape
         H, G = self.n_cell, self.G
         h0, c0 = state
@@ -258,7 +273,7 @@ class IntegerLstmKernel:
         y = np.empty((T, B, self.n_output), np.int8)
         gi = {g: j for j, g in enumerate(self.gates)}
         nsig = (G - 1) * H  # sigmoid columns (i, f, o or f, o)
-        fast = not self.P and not self.ln
+        fast = not self.P and not self.ln and not self.rec_wide
         tm = self.opts.time_major
         fcol = slice(gi[1] * H, (gi[1] + 1) * H)
         icol = None if self.cifg else slice(gi[0] * H, (gi[0] + 1) * H)

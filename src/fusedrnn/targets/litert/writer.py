@@ -28,8 +28,15 @@ OPTION_TABLES = {
     "REVERSE_V2": "ReverseV2Options",
     "ADD": "AddOptions",
     "STRIDED_SLICE": "StridedSliceOptions",
+    "PACK": "PackOptions",
+    "MUL": "MulOptions",
+    "TRANSPOSE": "TransposeOptions",
+    "QUANTIZE": "QuantizeOptions",
+    "DEQUANTIZE": "DequantizeOptions",
+    "FULLY_CONNECTED": "FullyConnectedOptions",
 }
-_ENUM_FIELDS = {"fused_activation_function": "ActivationFunctionType", "kernel_type": "LSTMKernelType"}
+_ENUM_FIELDS = {"fused_activation_function": "ActivationFunctionType", "kernel_type": "LSTMKernelType",
+                "weights_format": "FullyConnectedOptionsWeightsFormat"}
 
 
 def _camel(name: str) -> str:
@@ -49,6 +56,31 @@ class OpSpec:
     version: int = 1
     custom: bool = False
     custom_options: bytes | None = None
+
+
+@dataclass
+class SignatureSpec:
+    """A model signature: ``key`` (e.g. ``"serving_default"``) and name -> tensor index maps."""
+
+    key: str
+    inputs: dict
+    outputs: dict
+
+
+def _signature_t(s, sig: SignatureSpec):
+    def maps(d):
+        out = []
+        for name, idx in d.items():
+            m = s.TensorMapT()
+            m.name, m.tensorIndex = str(name), int(idx)
+            out.append(m)
+        return out
+
+    sd = s.SignatureDefT()
+    sd.signatureKey = sig.key
+    sd.subgraphIndex = 0
+    sd.inputs, sd.outputs = maps(sig.inputs), maps(sig.outputs)
+    return sd
 
 
 def _tensor_t(s, t: TensorInfo, buffer: int):
@@ -85,8 +117,12 @@ def _options_t(s, op: OpSpec):
 
 
 def write_model(tensors: list[TensorInfo], ops: list[OpSpec], inputs: list[int], outputs: list[int], *,
-                description: str = "fusedrnn") -> bytes:
-    """Serialize a one-subgraph model (file identifier TFL3)."""
+                description: str = "fusedrnn", shape_signatures: dict | None = None,
+                signatures: list[SignatureSpec] = ()) -> bytes:
+    """Serialize a one-subgraph model (file identifier TFL3).
+
+    ``shape_signatures``: tensor index -> shape with -1 for the dimensions the interpreter may resize (written
+    as the tensor's ``shape_signature``); ``signatures``: the model's SignatureDefs (all on subgraph 0)."""
     import flatbuffers
 
     s = schema()
@@ -106,7 +142,14 @@ def write_model(tensors: list[TensorInfo], ops: list[OpSpec], inputs: list[int],
         else:
             m.buffers.append(s.BufferT())
             buf = len(m.buffers) - 1
-        sg.tensors.append(_tensor_t(s, t, buf))
+        tt = _tensor_t(s, t, buf)
+        sig = (shape_signatures or {}).get(len(sg.tensors))
+        if sig is not None:
+            if len(sig) != len(t.shape):
+                raise AttributeValueError(f"shape_signatures: tensor {t.name!r} has shape {t.shape}, got signature "
+                                          f"{tuple(sig)}")
+            tt.shapeSignature = np.asarray(sig, np.int32)
+        sg.tensors.append(tt)
     codes: dict[tuple, int] = {}
     m.operatorCodes = []
     sg.operators = []
@@ -136,6 +179,8 @@ def write_model(tensors: list[TensorInfo], ops: list[OpSpec], inputs: list[int],
     sg.inputs = list(inputs)
     sg.outputs = list(outputs)
     m.subgraphs = [sg]
+    if signatures:
+        m.signatureDefs = [_signature_t(s, sig) for sig in signatures]
     b = flatbuffers.Builder(1024)
     b.Finish(m.Pack(b), file_identifier=b"TFL3")
     return bytes(b.Output())

@@ -1,0 +1,309 @@
+/* fusedrnn LiteRT compiled recurrence: the time loop of the 8x8_16 LSTM kernel (lstm_integer.py), bit-exact with
+ * that NumPy path, which stays the reference.
+ *
+ * Built at first use by fusedrnn.targets.litert._compiled (the machine's cc, -O3 -march=native; ctypes, no Python
+ * C-API). Python computes the input products of a chunk of steps (one exact float GEMM: every value an integer)
+ * and every table (gemmlowp logistic / tanh of all int16 inputs); this file does, per step, the input term's
+ * requantization, the recurrent dot products (exact int32: |h|, |R| <= 128, so every pair sum fits), their
+ * requantization, peepholes, layer norm, the look-ups, the cell update, the hidden requantization and the
+ * projection, in the integer arithmetic of _arith.py / gemmlowp (int64 holding the C++ int16 / int32 values).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#define LITERT_ABI 3
+int litert_abi_version(void) { return LITERT_ABI; }
+
+typedef struct {
+    int32_t B, I, H, Hp, G;          /* batch, input, cell, output, gates present (3 with CIFG, else 4) */
+    int32_t cifg, ln, proj, single;  /* single: TFLITE_SINGLE_ROUNDING, else the double rounding */
+    int32_t nb;                      /* peephole flat-buffer group (the section 8 quirk): B time-major, else 1 */
+    int32_t sh_ig, qcell_clip, qproj_clip, zp_hid, zp_h, in_f64, in_ld;
+    int32_t Kr, Nr, Kp, Np;          /* padded GEMV shapes: recurrent [Kr = even Hp] x [Nr], projection [Kp] x [Np] */
+    int32_t col[4];                  /* column block of gate i, f, c, o (-1: absent) */
+    int32_t has_p[4];                /* peephole present for gate i, f, o (index 0, 1, 3) */
+    int64_t p_q[4], p_s[4];          /* peephole requantization */
+    int64_t ln_q[4], ln_s[4], ln_guard[4];
+    int64_t hid_q, hid_s, proj_q, proj_s;
+    const int64_t *in_req, *rec_req; /* [5, G]: per gate block Q, left shift, right shift, its nudge, [right>0] */
+    const int64_t *in_bias, *rec_bias; /* [G*H] */
+    const int16_t *R;                /* [Kr/2, Nr, 2]: pairs of rows k of the [Hp, G*H] recurrent weights */
+    const int16_t *Wp;               /* [Kp/2, Np, 2]: the same for the [H, Hp] projection weights */
+    const int64_t *proj_bias;        /* [Hp] */
+    const int64_t *P[4];             /* [H] peephole weights */
+    const int64_t *L[4], *Lb[4];     /* [H] layer-norm coefficients and gate biases */
+    const int32_t *sig, *tanh3, *tanhc; /* [65536] at raw int16 & 0xFFFF */
+    int16_t *h;                      /* [B, Kr] output state (int8 values; padding 0), updated */
+    int32_t *c;                      /* [B, H] cell (int16 values), updated */
+    int32_t *gate;                   /* [B, G*H] scratch */
+    int16_t *m;                      /* [B, Kp] scratch (padding 0) */
+    int32_t *acc;                    /* [B, max(Nr, Np)] scratch */
+} lstm_args;
+
+static inline int64_t wrap32(int64_t x) { return (int64_t)(int32_t)(uint32_t)(uint64_t)x; }
+static inline int64_t sat(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+/* MultiplyByQuantizedMultiplier on int32 values (Requant.__call__) */
+static inline int64_t mbqm(int64_t x, int64_t Q, int64_t shift, int single) {
+    if (single) {
+        int64_t total = 31 - shift;
+        return wrap32((x * Q + ((int64_t)1 << (total - 1))) >> total);
+    }
+    if (shift > 0) x = wrap32((int64_t)((uint64_t)x << shift));
+    int64_t p;
+    if (x == INT32_MIN && Q == INT32_MIN) p = INT32_MAX;
+    else p = (x * Q + ((int64_t)1 << 30)) >> 31;
+    if (shift < 0) {
+        int r = (int)-shift;
+        p = (p + ((int64_t)1 << (r - 1)) - (p < 0)) >> r;
+    }
+    return p;
+}
+static inline int64_t rdpot_c(int64_t x, int e) { return e == 0 ? x : (x + (((int64_t)1 << (e - 1)) - (x < 0))) >> e; }
+
+/* ---- gemmlowp pieces of GetInvSqrtQuantizedMultiplierExp (numerics/gemmlowp.py) -------------------------- */
+static inline int64_t g_rdpot(int64_t x, int e) {
+    int64_t mask = ((int64_t)1 << e) - 1, thr = (mask >> 1) + (x < 0);
+    return (x >> e) + ((x & mask) > thr);
+}
+static inline int64_t g_srdhm(int64_t a, int64_t b) {
+    if (a == INT32_MIN && b == INT32_MIN) return INT32_MAX;
+    int64_t ab = a * b, x = ab + (ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30));
+    return (x + ((x >> 63) & (((int64_t)1 << 31) - 1))) >> 31;
+}
+static inline int64_t g_srmpot(int64_t x, int e) {
+    if (e == 0) return x;
+    if (e < 0) return g_rdpot(x, -e);
+    int64_t thr = ((int64_t)1 << (31 - e)) - 1;
+    if (x > thr) return INT32_MAX;
+    if (x < -thr) return INT32_MIN;
+    return wrap32((int64_t)((uint64_t)x << e));
+}
+static void inv_sqrt(int64_t x, int64_t *Q, int64_t *S) {
+    if (x <= 1) { *Q = INT32_MAX; *S = 0; return; }
+    int64_t v = x, shift = 11;
+    while (v >= ((int64_t)1 << 29)) { v /= 4; shift++; }
+    int clz = 32 - (64 - __builtin_clzll((uint64_t)v));
+    int left_pairs = (clz - 1) / 2 - 1;
+    shift -= left_pairs;
+    v <<= 2 * left_pairs;
+    int64_t half_input = g_rdpot(v >> 1, 1), half_three = ((int64_t)1 << 28) + ((int64_t)1 << 27);
+    int64_t est = (int64_t)1 << 28;
+    for (int k = 0; k < 5; k++) {
+        int64_t cube = g_srmpot(g_srdhm(g_srdhm(est, est), est), 6);
+        est = g_srmpot(wrap32(g_srdhm(half_three, est) - g_srdhm(half_input, cube)), 3);
+    }
+    est = g_srdhm(est, 1518500250);
+    if (shift < 0) { est = wrap32((int64_t)((uint64_t)est << -shift)); shift = 0; }
+    *Q = wrap32(est);
+    *S = wrap32(-shift);
+}
+
+/* PortableApplyLayerNorm over one row of n int16 values, in place (lstm_integer._layer_norm) */
+static void layer_norm(const lstm_args *a, int g, int32_t *x, int n) {
+    int64_t s = 0, ssq = 0;
+    for (int k = 0; k < n; k++) { s += x[k]; ssq += (int64_t)x[k] * x[k]; }
+    int64_t mean = wrap32(s * 1024 / n);
+    int64_t var = ssq * (((int64_t)1 << 20) / n) - mean * mean;
+    int64_t var2 = wrap32(var / ((int64_t)1 << 20));
+    if (var2 < 1) var2 = a->ln_guard[g];
+    int64_t q, sh;
+    inv_sqrt(var2, &q, &sh);
+    const int64_t *L = a->L[g], *Lb = a->Lb[g];
+    for (int k = 0; k < n; k++) {
+        int64_t r = mbqm(wrap32(1024 * (int64_t)x[k] - mean), q, sh, a->single);
+        int64_t v3 = r * L[k] + Lb[k];
+        int64_t v4 = wrap32((v3 > 0 ? v3 + 512 : v3 - 512) / 1024);
+        x[k] = (int32_t)sat(mbqm(v4, a->ln_q[g], a->ln_s[g], a->single), -32768, 32767);
+    }
+}
+
+/* gate += MBQM(P * c) over the flat [B*H] buffers of gate g, n_output elements of each nb*H group (the section 8
+ * quirk; nb*Hp = nb*H elements with P[k % H] when Hp == H, the plain element-wise peephole) */
+static void peephole(const lstm_args *a, int g, int32_t *v, int64_t ld) {
+    const int B = a->B, H = a->H, Hp = a->Hp, nb = a->nb;
+    const int64_t *P = a->P[g];
+    for (int grp = 0; grp < B / nb; grp++) {
+        const int32_t *cg = a->c + (int64_t)grp * nb * H;
+        for (int k = 0; k < nb * Hp; k++) {
+            int64_t flat = (int64_t)grp * nb * H + k, b = flat / H;
+            int32_t *e = v + b * ld + (flat - b * H);
+            *e = (int32_t)sat(*e + mbqm(P[k % Hp] * cg[k], a->p_q[g], a->p_s[g], a->single), -32768, 32767);
+        }
+    }
+}
+
+/* acc[b, j] = sum_k x[b, k] W[k, j] for int16 x [B, K] (K even), W as [K/2, N, 2] pairs, N a multiple of 64;
+ * exact in int32 (|x|, |W| <= 128) */
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#if defined(__AVX512VNNI__)
+#define MADD(acc, x, w) _mm512_dpwssd_epi32(acc, x, w)
+#else
+#define MADD(acc, x, w) _mm512_add_epi32(acc, _mm512_madd_epi16(x, w))
+#endif
+static void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K, int N) {
+    for (int j = 0; j < N; j += 64) {
+        int b = 0;
+        for (; b + 2 <= B; b += 2) {
+            const int32_t *x0 = (const int32_t *)(x + (int64_t)b * K), *x1 = (const int32_t *)(x + (int64_t)(b + 1) * K);
+            __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+            for (int kp = 0; kp < K / 2; kp++) {
+                const int16_t *w = W + ((int64_t)kp * N + j) * 2;
+                __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + 32);
+                __m512i w2 = _mm512_loadu_si512(w + 64), w3 = _mm512_loadu_si512(w + 96);
+                __m512i h0 = _mm512_set1_epi32(x0[kp]), h1 = _mm512_set1_epi32(x1[kp]);
+                a0 = MADD(a0, h0, w0); a1 = MADD(a1, h0, w1); a2 = MADD(a2, h0, w2); a3 = MADD(a3, h0, w3);
+                c0 = MADD(c0, h1, w0); c1 = MADD(c1, h1, w1); c2 = MADD(c2, h1, w2); c3 = MADD(c3, h1, w3);
+            }
+            int32_t *o0 = acc + (int64_t)b * N + j, *o1 = o0 + N;
+            _mm512_storeu_si512(o0, a0); _mm512_storeu_si512(o0 + 16, a1);
+            _mm512_storeu_si512(o0 + 32, a2); _mm512_storeu_si512(o0 + 48, a3);
+            _mm512_storeu_si512(o1, c0); _mm512_storeu_si512(o1 + 16, c1);
+            _mm512_storeu_si512(o1 + 32, c2); _mm512_storeu_si512(o1 + 48, c3);
+        }
+        for (; b < B; b++) {
+            const int32_t *x0 = (const int32_t *)(x + (int64_t)b * K);
+            __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+            for (int kp = 0; kp < K / 2; kp++) {
+                const int16_t *w = W + ((int64_t)kp * N + j) * 2;
+                __m512i h0 = _mm512_set1_epi32(x0[kp]);
+                a0 = MADD(a0, h0, _mm512_loadu_si512(w)); a1 = MADD(a1, h0, _mm512_loadu_si512(w + 32));
+                a2 = MADD(a2, h0, _mm512_loadu_si512(w + 64)); a3 = MADD(a3, h0, _mm512_loadu_si512(w + 96));
+            }
+            int32_t *o0 = acc + (int64_t)b * N + j;
+            _mm512_storeu_si512(o0, a0); _mm512_storeu_si512(o0 + 16, a1);
+            _mm512_storeu_si512(o0 + 32, a2); _mm512_storeu_si512(o0 + 48, a3);
+        }
+    }
+}
+#else
+static void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K, int N) {
+    for (int b = 0; b < B; b++) {
+        int32_t *o = acc + (int64_t)b * N;
+        memset(o, 0, sizeof(int32_t) * (size_t)N);
+        const int16_t *xb = x + (int64_t)b * K;
+        for (int kp = 0; kp < K / 2; kp++) {
+            int32_t x0 = xb[2 * kp], x1 = xb[2 * kp + 1];
+            const int16_t *w = W + (int64_t)kp * N * 2;
+            for (int j = 0; j < N; j++) o[j] += x0 * w[2 * j] + x1 * w[2 * j + 1];
+        }
+    }
+}
+#endif
+
+/* MBQM with one gate block's constants r[g], r[G+g], ... = Q, left shift (single rounding: the shift), right
+ * shift, its nudge, [right > 0]; branch-free so that the block loops vectorise */
+static inline int64_t rq_double(int64_t x, int64_t Q, int64_t L, int64_t R, int64_t nud, int64_t rpos) {
+    x = wrap32((int64_t)((uint64_t)x << L));
+    int64_t p = (x * Q + ((int64_t)1 << 30)) >> 31;
+    return (p + nud - ((p < 0) & rpos)) >> R;
+}
+
+#define BLOCK_LOOP(EXPR_IN, EXPR_REC)                                                                           \
+    for (int k = 0; k < H; k++) {                                                                           \
+        int64_t gin = sat(EXPR_IN, -32768, 32767);                                                          \
+        gate[k] = (int32_t)sat(gin + (EXPR_REC), -32768, 32767);                                            \
+    }
+
+/* gate pre-activations of one step: sat16(input term + recurrent term), into a->gate [B, G*H] */
+static void preact(const lstm_args *a, const void *xin, int64_t t_row) {
+    const int B = a->B, G = a->G, H = a->H, GH = a->G * a->H;
+    const int64_t *ri = a->in_req, *rr = a->rec_req;
+    gemv(a->h, a->R, a->acc, B, a->Kr, a->Nr);
+    for (int b = 0; b < B; b++) {
+        int64_t row = (t_row + b) * (int64_t)a->in_ld;
+        for (int g = 0; g < G; g++) {
+            const int32_t *restrict acc = a->acc + (int64_t)b * a->Nr + g * H;
+            int32_t *restrict gate = a->gate + (int64_t)b * GH + g * H;
+            const int64_t *restrict ib = a->in_bias + g * H, *restrict rb = a->rec_bias + g * H;
+            const float *restrict pf = (const float *)xin + row + g * H;
+            const double *restrict pd = (const double *)xin + row + g * H;
+            int64_t iq = ri[g], il = ri[G + g], ir = ri[2 * G + g], in_ = ri[3 * G + g], ip = ri[4 * G + g];
+            int64_t rq = rr[g], rl = rr[G + g], rrr = rr[2 * G + g], rn = rr[3 * G + g], rp = rr[4 * G + g];
+            if (a->single) {
+                if (a->in_f64) {
+                    BLOCK_LOOP(mbqm(wrap32((int64_t)pd[k] + ib[k]), iq, il, 1),
+                               mbqm(wrap32((int64_t)acc[k] + rb[k]), rq, rl, 1))
+                } else {
+                    BLOCK_LOOP(mbqm(wrap32((int64_t)pf[k] + ib[k]), iq, il, 1),
+                               mbqm(wrap32((int64_t)acc[k] + rb[k]), rq, rl, 1))
+                }
+            } else if (a->in_f64) {
+                BLOCK_LOOP(rq_double(wrap32((int64_t)pd[k] + ib[k]), iq, il, ir, in_, ip),
+                           rq_double(wrap32((int64_t)acc[k] + rb[k]), rq, rl, rrr, rn, rp))
+            } else {
+                BLOCK_LOOP(rq_double(wrap32((int64_t)pf[k] + ib[k]), iq, il, ir, in_, ip),
+                           rq_double(wrap32((int64_t)acc[k] + rb[k]), rq, rl, rrr, rn, rp))
+            }
+        }
+    }
+}
+
+/* steps [t_lo, t_hi) of the sequence (descending when reverse); xin: the input products of those steps
+ * ([t_hi - t_lo, B, G*H] rows of in_ld floats); y: [T, B, Hp] int8 of the whole sequence */
+int litert_lstm(const lstm_args *a, const void *xin, int8_t *y, int32_t t_lo, int32_t t_hi, int32_t reverse) {
+    const int B = a->B, H = a->H, Hp = a->Hp, GH = a->G * a->H;
+    const int32_t cI = a->col[0] * H, cF = a->col[1] * H, cC = a->col[2] * H, cO = a->col[3] * H;
+    for (int32_t n = 0; n < t_hi - t_lo; n++) {
+        int32_t t = reverse ? t_hi - 1 - n : t_lo + n;
+        preact(a, xin, (int64_t)(t - t_lo) * B);
+        /* peepholes and layer norm of i, f, c (the output gate waits for the new cell) */
+        for (int g = 0; g < 3; g++) {
+            if (a->col[g] < 0) continue;
+            int32_t *v = a->gate + a->col[g] * H;
+            if (g != 2 && a->has_p[g]) peephole(a, g, v, GH);
+            if (a->ln)
+                for (int b = 0; b < B; b++) layer_norm(a, g, v + (int64_t)b * GH, H);
+        }
+        const int64_t hi = a->qcell_clip > 0 ? a->qcell_clip : 32767, lo = a->qcell_clip > 0 ? -hi : -32768, sh = a->sh_ig;
+        const int32_t *restrict sg = a->sig, *restrict t3 = a->tanh3;
+        for (int b = 0; b < B; b++) {
+            const int32_t *restrict gr = a->gate + (int64_t)b * GH;
+            int32_t *restrict c = a->c + (int64_t)b * H;
+            const int32_t *restrict gi = gr + (a->cifg ? cF : cI);
+            for (int k = 0; k < H; k++) {
+                int64_t f = sg[gr[cF + k] & 0xFFFF], i = sg[gi[k] & 0xFFFF];
+                if (a->cifg) i = 32767 - f;
+                int64_t cc = rdpot_c(f * c[k], 15) + rdpot_c(i * t3[gr[cC + k] & 0xFFFF], sh);
+                c[k] = (int32_t)sat(sat(cc, -32768, 32767), lo, hi);
+            }
+        }
+        if (a->has_p[3]) peephole(a, 3, a->gate + cO, GH);
+        if (a->ln)
+            for (int b = 0; b < B; b++) layer_norm(a, 3, a->gate + (int64_t)b * GH + cO, H);
+        for (int b = 0; b < B; b++) {
+            const int32_t *restrict go = a->gate + (int64_t)b * GH + cO, *restrict c = a->c + (int64_t)b * H;
+            int16_t *restrict out = a->proj ? a->m + (int64_t)b * a->Kp : a->h + (int64_t)b * a->Kr;
+            const int32_t *restrict sg = a->sig, *restrict tc = a->tanhc;
+            const int64_t zp = a->proj ? -(int64_t)a->zp_hid : a->zp_hid, hq = a->hid_q, hs = a->hid_s;
+            if (a->single || hs > 0) {
+                for (int k = 0; k < H; k++)
+                    out[k] = (int16_t)sat(mbqm((int64_t)sg[go[k] & 0xFFFF] * tc[c[k] & 0xFFFF], hq, hs, a->single) + zp,
+                                          -128, 127);
+            } else {
+                const int64_t R = -hs, nud = R > 0 ? (int64_t)1 << (R - 1) : 0, rpos = R > 0;
+                for (int k = 0; k < H; k++)
+                    out[k] = (int16_t)sat(rq_double((int64_t)sg[go[k] & 0xFFFF] * tc[c[k] & 0xFFFF], hq, 0, R, nud, rpos)
+                                          + zp, -128, 127);
+            }
+        }
+        if (a->proj) {
+            gemv(a->m, a->Wp, a->acc, B, a->Kp, a->Np);
+            for (int b = 0; b < B; b++) {
+                const int32_t *acc = a->acc + (int64_t)b * a->Np;
+                int16_t *hb = a->h + (int64_t)b * a->Kr;
+                for (int j = 0; j < Hp; j++) {
+                    int64_t h = sat(mbqm(wrap32(acc[j] + a->proj_bias[j]), a->proj_q, a->proj_s, a->single) + a->zp_h,
+                                    -128, 127);
+                    if (a->qproj_clip > 0) h = sat(h, -a->qproj_clip, a->qproj_clip);
+                    hb[j] = (int16_t)h;
+                }
+            }
+        }
+        int8_t *yt = y + (int64_t)t * B * Hp;
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < Hp; j++) yt[(int64_t)b * Hp + j] = (int8_t)a->h[(int64_t)b * a->Kr + j];
+    }
+    return 0;
+}

@@ -1,0 +1,175 @@
+"""The compiled 8x8_16 LSTM loop (targets/litert/_kernel.c) against the NumPy loop of IntegerLstmKernel, which is
+itself checked bit for bit against the LiteRT interpreter (test_litert_random.py): random kernels over the whole
+option space (CIFG, peepholes, projection with and without bias, layer norm, cell scales 2^-15..2^-9, cell and
+projection clipping, time-major and batch-major peephole layouts, both MultiplyByQuantizedMultiplier roundings,
+large weight gains that saturate the gates), batch 1 and > 1, forward and reverse, random initial states.
+Outputs and both final states must be equal (==)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusedrnn.targets.litert import _compiled
+from fusedrnn.targets.litert.lstm_integer import IntegerLstmKernel
+from fusedrnn.targets.litert.slots import LstmOptions, LstmTensors, const
+
+needs_cc = pytest.mark.skipif(_compiled.load() is None, reason="no compiled LiteRT kernel (no C compiler?)")
+def _q(rng, shape, dtype=np.int8, lo=None, hi=None):
+    info = np.iinfo(dtype)
+    lo = -info.max if lo is None else lo
+    hi = info.max if hi is None else hi
+    return rng.integers(lo, hi + 1, size=shape).astype(dtype)
+
+
+def random_kernel(rng, *, gain=None, rounding=None, peephole=None, layer_norm=None) -> IntegerLstmKernel:
+    """A random 8x8_16 kernel with plausible scales; ``gain`` > 1 scales weights up (saturated gates)."""
+    I, H = int(rng.integers(1, 40)), int(rng.choice([4, 8, 16, 12, 32, 5, 80]))
+    cifg, peep, proj, ln = (bool(rng.random() < p) for p in (0.3, 0.4, 0.4, 0.4))
+    peep = peep if peephole is None else peephole
+    ln = ln if layer_norm is None else layer_norm
+    P = int(rng.integers(2, 40)) if proj else H
+    if peep and proj:
+        P = min(P, H)
+    s_x, zp_x = float(rng.uniform(0.01, 0.05)), int(rng.integers(-30, 30))
+    cs = int(rng.integers(-15, -8))
+    s_hid, zp_hid = float(rng.uniform(0.5, 1.2) * 2 / 255), int(rng.integers(-10, 10))
+    if proj:
+        s_h, zp_h = float(rng.uniform(0.005, 0.03)), int(rng.integers(-20, 20))
+    else:
+        s_h, zp_h = s_hid, zp_hid
+    gain = float(rng.choice([1.0, 1.0, 8.0, 40.0])) if gain is None else gain
+    slots = [None] * 24
+    slots[0] = const("x", None, s_x, zp_x, type_name="INT8", shape=(1, 1, I))
+    gates = [1, 2, 3] if cifg else [0, 1, 2, 3]
+    inter = [const(f"i{g}", None, float(2.0**-12 * rng.uniform(0.3, 3)), 0, type_name="INT16", shape=(0,)) if ln
+             else const(f"i{g}", None, type_name="FLOAT32", shape=(0,)) for g in range(4)]
+    inter.append(const("i4", None, s_hid, zp_hid, type_name="INT8", shape=(0,)))
+    for g in gates:
+        sw = gain * float(rng.uniform(0.5, 2.5) / (np.sqrt(I) * 127 * 0.03 * 20))
+        sr = gain * float(rng.uniform(0.5, 2.5) / (np.sqrt(P) * 127 * 0.6))
+        slots[1 + g] = const(f"W{g}", _q(rng, (H, I)), sw)
+        slots[5 + g] = const(f"R{g}", _q(rng, (H, P)), sr)
+        if ln:
+            sl = float(rng.uniform(0.5, 1.5) / 32767)
+            slots[20 + g] = const(f"L{g}", _q(rng, (H,), np.int16, 8000, 32767), sl)
+            bs = sl * 2.0**-10
+        else:
+            bs = s_x * sw
+        slots[12 + g] = const(f"b{g}", np.round(rng.uniform(-1, 1, H) / bs).astype(np.int32), bs)
+    if peep:
+        for g, k in ((0, 9), (1, 10), (3, 11)):
+            if g in gates:
+                slots[k] = const(f"P{g}", _q(rng, (H,), np.int16), float(rng.uniform(0.2, 1) * gain / 32767))
+    if proj:
+        sp = float(rng.uniform(0.5, 2) / (np.sqrt(H) * 127 * 0.5))
+        slots[16] = const("Wp", _q(rng, (P, H)), sp)
+        if rng.random() < 0.5:
+            slots[17] = const("bp", np.round(rng.uniform(-0.5, 0.5, P) / (sp * s_hid)).astype(np.int32), sp * s_hid)
+    slots[18] = const("h", None, s_h, zp_h, type_name="INT8", shape=(1, P), is_variable=True)
+    slots[19] = const("c", None, 2.0**cs, 0, type_name="INT16", shape=(1, H), is_variable=True)
+    opts = LstmOptions(cell_clip=float(rng.choice([0.0, 0.0, 0.5, 3.0, 10.0])),
+                       proj_clip=float(rng.choice([0.0, 0.0, 0.3, 2.0])), time_major=bool(rng.random() < 0.5))
+    rounding = rounding or str(rng.choice(["double", "double", "single"]))
+    return IntegerLstmKernel(LstmTensors(slots, inter), opts, rounding=rounding)
+
+
+def _case(rng, T=None, B=None):
+    k = random_kernel(rng)
+    T = int(rng.integers(1, 12)) if T is None else T
+    B = int(rng.choice([1, 1, 2, 3, 7])) if B is None else B
+    x = rng.integers(-128, 128, (T, B, k.n_input)).astype(np.int8)
+    h0 = rng.integers(-128, 128, (B, k.n_output)).astype(np.int8)
+    c0 = rng.integers(-32768, 32768, (B, k.n_cell)).astype(np.int16)
+    return k, x, (h0, c0), bool(rng.random() < 0.3)
+
+
+def _assert_same(a, b, msg=""):
+    np.testing.assert_array_equal(a[0], b[0], err_msg=f"y {msg}")
+    np.testing.assert_array_equal(a[1][0], b[1][0], err_msg=f"h {msg}")
+    np.testing.assert_array_equal(a[1][1], b[1][1], err_msg=f"c {msg}")
+    assert b[0].dtype == np.int8 and b[1][0].dtype == np.int8 and b[1][1].dtype == np.int16
+
+
+@needs_cc
+@settings(max_examples=250, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_compiled_equals_numpy_on_random_kernels(seed):
+    rng = np.random.default_rng(seed)
+    k, x, state, rev = _case(rng)
+    want = k.run(x, state, reverse=rev, engine="numpy")
+    got = k.run(x, state, reverse=rev, engine="compiled")
+    _assert_same(want, got, f"seed {seed}, cifg {k.cifg} ln {k.ln} peephole {sorted(k.P)} proj {k.proj} "
+                            f"rounding {k.rounding} x {x.shape}")
+
+
+@needs_cc
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_equals_numpy_across_chunks_and_larger_shapes(seed, monkeypatch):
+    """Several chunks of input products (forward and reverse) and gate blocks wider than the GEMV's 64 columns."""
+    monkeypatch.setattr(_compiled, "CHUNK_VALUES", 3000)
+    rng = np.random.default_rng(1000 + seed)
+    k, x, state, _ = _case(rng, T=int(rng.integers(20, 40)), B=int(rng.integers(1, 9)))
+    for rev in (False, True):
+        _assert_same(k.run(x, state, reverse=rev, engine="numpy"), k.run(x, state, reverse=rev, engine="compiled"))
+
+
+@needs_cc
+def test_empty_sequence_and_auto_engine():
+    rng = np.random.default_rng(7)
+    k, x, state, _ = _case(rng, T=3, B=2)
+    _assert_same(k.run(x, state, engine="numpy"), k.run(x, state))  # auto: compiled
+    y, (h, c) = k.run(x[:0], state, engine="compiled")
+    assert y.shape == (0, 2, k.n_output)
+    np.testing.assert_array_equal(h, state[0])
+    np.testing.assert_array_equal(c, state[1])
+
+
+def test_engine_selection(monkeypatch):
+    rng = np.random.default_rng(3)
+    k, x, state, _ = _case(rng, T=2, B=1)
+    with pytest.raises(ValueError, match="engine"):
+        k.run(x, state, engine="fast")
+    with _compiled.use_engine("numpy"):
+        assert _compiled.library("auto") is None
+    monkeypatch.setattr(_compiled, "_state", {"tried": True, "lib": None, "reason": "disabled by FUSEDRNN_COMPILED=0"})
+    with pytest.raises(RuntimeError, match="FUSEDRNN_COMPILED=0"):
+        k.run(x, state, engine="compiled")
+    y, _ = k.run(x, state)  # auto falls back to the NumPy loop
+    assert y.shape == (2, 1, k.n_output)
+
+
+def test_saturating_gates_match_the_interpreter():
+    """Large weight gains make the requantized recurrent term leave the int16 range before its saturating sum with
+    the input term (the case the NumPy fast path's tables do not cover): both engines against the interpreter."""
+    interp = pytest.importorskip("ai_edge_litert.interpreter")
+    from fusedrnn.targets.litert.writer import lstm_model
+
+    checked = 0
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        k = random_kernel(rng, gain=40.0, peephole=False, layer_norm=False)
+        if not k.rec_wide:
+            continue
+        B, T = 2, 5
+        x = rng.integers(-128, 128, (T, B, k.n_input)).astype(np.int8)
+        opts = dict(fused_activation_function="TANH", cell_clip=k.opts.cell_clip, proj_clip=k.opts.proj_clip,
+                    time_major=True, asymmetric_quantize_inputs=False)
+        model = lstm_model(k.t, opts, batch=B, time=T)
+        it = interp.Interpreter(model_content=model,
+                                experimental_op_resolver_type=interp.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        it.allocate_tensors()
+        it.reset_all_variables()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        want = it.get_tensor(it.get_output_details()[0]["index"])
+        k2 = IntegerLstmKernel(k.t, LstmOptions(**opts), rounding="double")
+        for engine in ("numpy", "auto"):
+            np.testing.assert_array_equal(k2.run(x, k2.initial_state(B), engine=engine)[0], want,
+                                          err_msg=f"seed {seed}, engine {engine}")
+        checked += 1
+        if checked == 6:
+            break
+    assert checked >= 3

@@ -278,3 +278,20 @@ def test_node_attributes_parsing():
     assert type(got["clip"]) is float
     with pytest.raises(AttributeValueError, match="dtype: not an ONNX attribute"):
         fonnx.node_attributes({"dtype": "float64"}, R)
+
+
+@pytest.mark.parametrize("opset, ir_version", [(7, 4), (14, 8), (22, 10)])
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("executor", ["reference", "auto"])
+def test_opsets_7_14_22(op, opset, ir_version, executor):
+    """The recurrent operators' versions in use (7, 14, 22) run the same on both executors."""
+    rng = np.random.default_rng(opset)
+    present = ("B", "initial_h") + (("initial_c",) if op == "LSTM" else ())
+    model, feeds = single_node(op, rng, direction="bidirectional", present=present)
+    model.opset_import[0].version = opset
+    model.ir_version = ir_version
+    onnx.checker.check_model(model)
+    want = ort_run(model, feeds)
+    got = fonnx.load(model, executor=executor).run(feeds)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=0, atol=1e-5, err_msg=k)

@@ -13,9 +13,11 @@ from conftest import PROJECT_ROOT
 README = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def test_readme_python_blocks_run():
+def test_readme_python_blocks_run(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     pytest.importorskip("keras")
+    pytest.importorskip("ai_edge_litert")
+    monkeypatch.chdir(tmp_path)  # the examples write files
     blocks = re.findall(r"```python\n(.*?)```", README, re.S)
     assert len(blocks) >= 3
     namespace: dict = {}
@@ -26,6 +28,14 @@ def test_readme_python_blocks_run():
     assert namespace["Y"].shape == (20, 2, 4, 32)
     assert "Keras LSTM cannot express: projection (proj_W)" in out.getvalue()
     assert namespace["W_torch"].shape == namespace["W"].shape
+    printed = out.getvalue()
+    # the outputs the README quotes next to the examples
+    for quoted in ("mli2-sa8   max |Δ| = 5.21e-02", "zdnn       max |Δ| = 1.11e-03", "MLI_STATUS_OK [-52  11]",
+                   "ZDNN_OK 4096", "000037333933", "int8x16 vs fp32: 0.011", "max |error| 6.02e-05",
+                   "max |int8 model - Keras| = 0.004898186773061752",
+                   "Model(ops=[UNIDIRECTIONAL_SEQUENCE_LSTM[integer], STRIDED_SLICE], inputs=[x int8 (4, 20, 12)])"):
+        assert quoted in printed, quoted
+        assert quoted in README, quoted
 
 
 def test_readme_quoted_error_message():

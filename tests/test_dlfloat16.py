@@ -581,3 +581,146 @@ def test_flags_combine():
     assert FPFlags(invalid=True).is_error and FPFlags(overflow=True).is_error and not FPFlags(underflow=True).is_error
     with pytest.raises(AttributeError):
         FPFlags().overflow = True  # frozen
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the fast paths (table lookup for small float32 arrays, integer add-and-mask with range checks for large ones,
+# the exact fallback when NaN / Inf / overflow / flushing occurs) against an independent vectorised oracle
+
+from fusedrnn.numerics.dlfloat16 import _TABLE_MAX  # noqa: E402  (array sizes on both sides of the table path)
+
+
+def oracle_round_f32(bits: np.ndarray, saturate: bool) -> np.ndarray:
+    """Rounded values (float64) of float32 bit patterns, from the definition, in exact float64 arithmetic.
+
+    a = m * 2^e with 0.5 <= m < 1 (frexp); m * 1024 has at most 24 significant bits, so m * 1024 + 1/2 is exact
+    and its floor is the RNA-rounded 10-bit significand n (1024 when it carries into the next binade).
+    """
+    with np.errstate(invalid="ignore"):  # NaN payloads
+        x = bits.view(np.float32).astype(np.float64)
+    a = np.abs(x)
+    finite = np.isfinite(x)
+    m, e = np.frexp(np.where(finite & (a > 0), a, 1.0))
+    v = np.ldexp(np.floor(m * 1024 + 0.5), e - 10)
+    if saturate:
+        v = np.minimum(v, DLF16_MAX)  # rounding is monotone and DLF16_MAX is on the grid: clamp-then-round
+    v[v > DLF16_MAX] = np.nan
+    v[v < DLF16_MIN] = 0.0  # 2^-31 itself included (code 0 is zero)
+    v[a == 0] = 0.0
+    v[~finite] = np.nan
+    return np.copysign(v, x)
+
+
+def oracle_codes(values: np.ndarray) -> np.ndarray:
+    """DLF16 codes of oracle values (float64 on the DLF16 grid, ±0, NaN)."""
+    a = np.abs(values)
+    m, e = np.frexp(np.where(np.isfinite(a) & (a > 0), a, 1.0))
+    codes = ((e - 1 + 31) << 9) | (m * 1024 - 512).astype(np.int64)
+    codes[a == 0] = 0
+    codes[np.isnan(a)] = 0x7FFF
+    return (codes | np.where(np.signbit(values), 0x8000, 0)).astype(np.uint16)
+
+
+def assert_same_values(got: np.ndarray, expected: np.ndarray) -> None:
+    got = np.asarray(got, dtype=np.float64)
+    np.testing.assert_array_equal(got, expected)  # NaN == NaN here
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+
+
+# the result depends on the top 19 bits of a float32 only (sign, exponent, 9 kept bits, the rounding bit): the
+# lowest and highest member of every one of the 2^19 classes, and a random one, cover all float32 behaviour
+def all_f32_classes(low_bits: int | None, rng) -> np.ndarray:
+    base = np.arange(1 << 19, dtype=np.uint32) << np.uint32(13)
+    low = rng.integers(0, 1 << 13, base.size, dtype=np.uint32) if low_bits is None else np.uint32(low_bits)
+    return base | low
+
+
+@pytest.mark.parametrize("low_bits", [0, 0x1FFF, None], ids=["lowest", "highest", "random"])
+@pytest.mark.parametrize("saturate", [False, True])
+def test_every_float32_class_rounds_and_encodes_on_every_path(low_bits, saturate):
+    bits = all_f32_classes(low_bits, np.random.default_rng(11))
+    expected = oracle_round_f32(bits, saturate)
+    np.testing.assert_array_equal(fp32_to_dlf16(bits.view(np.float32), saturate=saturate), oracle_codes(expected))
+    # whole array (NaN and overflow inside: the exact fallback)
+    x = bits.view(np.float32).copy()
+    round_to_dlfloat16(x, saturate=saturate)
+    assert_same_values(x, expected)
+    # table-sized chunks
+    y = bits.view(np.float32).copy()
+    for k in range(0, y.size, _TABLE_MAX):
+        round_to_dlfloat16(y[k : k + _TABLE_MAX], saturate=saturate)
+    assert_same_values(y, expected)
+    # large arrays with no NaN / Inf / overflow: the add-and-mask path, with values to flush (fixed up) and without
+    with np.errstate(invalid="ignore"):
+        a = np.abs(bits.view(np.float32).astype(np.float64))
+    for keep in (a < 8577351680.0, (a < 8577351680.0) & ((a == 0) | (a >= 2.0**-31 * (1 + 2.0**-9)))):
+        z = bits.view(np.float32)[keep].copy()
+        assert z.size > _TABLE_MAX
+        round_to_dlfloat16(z, saturate=saturate)
+        assert_same_values(z, expected[keep])
+
+
+def f64_pool(rng, n: int, *, tiny: bool) -> np.ndarray:
+    """n distinct-ish float64 values inside the DLF16 range: ties and their neighbours, random values, zeros."""
+    code = rng.integers(1, 0x7FFE, n)
+    e, f = code >> 9, code & 511
+    mant = (1 << 52) | (f << 43)
+    tie = mant + (1 << 42) + rng.integers(-2, 3, n)  # at, just below and just above the rounding boundary
+    rand = mant | rng.integers(0, 1 << 43, n)
+    m = np.where(rng.random(n) < 0.5, tie, rand)
+    bits = ((e + 1023 - 31) << 52) | (m & ((1 << 52) - 1))
+    bits = np.where(rng.random(n) < 0.05, 0, bits) | (rng.integers(0, 2, n) << 63)
+    if tiny:
+        bits[: n // 50] = rng.integers(1, 992 << 52, n // 50) | (rng.integers(0, 2, n // 50) << 63)
+    return bits.astype(np.uint64).view(np.float64)
+
+
+@pytest.mark.parametrize("tiny", [False, True])
+@pytest.mark.parametrize("special", [None, np.nan, -np.inf, 1e12, -8577351680.0])
+def test_large_arrays_against_the_rational_reference(tiny, special):
+    rng = np.random.default_rng(7 + tiny)
+    pool64 = f64_pool(rng, 700, tiny=tiny)
+    for dtype in (np.float64, np.float32):
+        pool = pool64.astype(dtype)
+        if special is not None:
+            pool[rng.integers(pool.size)] = special
+        for saturate in (False, True):
+            ref_codes, _ = ref_codes_of(pool, saturate=saturate)
+            ref_values = [ref_decode(int(c)) for c in ref_codes]
+            pick = rng.integers(0, pool.size, 3 * _TABLE_MAX)
+            pick[: pool.size] = np.arange(pool.size)  # every pool value at least once
+            x = pool[pick]
+            np.testing.assert_array_equal(fp32_to_dlf16(x, saturate=saturate), ref_codes[pick])
+            codes, flags = fp32_to_dlf16_flags(x, saturate=saturate)
+            np.testing.assert_array_equal(codes, ref_codes[pick])
+            assert flags == ref_codes_of(pool, saturate=saturate)[1]
+            for view in (x.copy(), x.copy().reshape(-1, 3)[:, ::2].copy(), None):
+                y = x.copy().reshape(-1, 3)[:, ::2] if view is None else view  # None: a strided in-place view
+                src = pick.reshape(-1, 3)[:, ::2].ravel() if y.ndim == 2 else pick
+                np.testing.assert_array_equal(fp32_to_dlf16(y, saturate=saturate).ravel(), ref_codes[src])
+                round_to_dlfloat16(y, saturate=saturate)
+                got = y.ravel()
+                sample = rng.integers(0, got.size, 400)
+                assert_float_equal_or_nan(got[sample], [ref_values[i] for i in src[sample]])
+                np.testing.assert_array_equal(got, dlf16_to_fp32(ref_codes[src]).astype(dtype))
+
+
+def test_sizes_around_the_table_path_and_0d():
+    rng = np.random.default_rng(5)
+    for n in (1, 2, _TABLE_MAX - 1, _TABLE_MAX, _TABLE_MAX + 1):
+        bits = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+        bits[: n // 2] = (bits[: n // 2] & np.uint32(0x87FFFFFF)) | np.uint32(0x38000000)  # in range
+        for saturate in (False, True):
+            for sel in (slice(None), slice(0, max(1, n // 2))):  # with and without NaN / Inf / overflow
+                b = bits[sel]
+                x = b.view(np.float32).copy()
+                round_to_dlfloat16(x, saturate=saturate)
+                assert_same_values(x, oracle_round_f32(b, saturate))
+    for v in (0.1, -3e-10, 1e10, np.nan, -0.0):
+        for dtype in (np.float32, np.float64):
+            z = np.array(v, dtype=dtype)
+            assert round_to_dlfloat16(z) is z and z.shape == ()
+            assert_same_values(z.reshape(1), oracle_round_f32(np.array([v], np.float32).view(np.uint32), False))
+    empty = np.zeros((0, 3), np.float32)
+    assert round_to_dlfloat16(empty) is empty and fp32_to_dlf16(empty).shape == (0, 3)
+    assert fp32_to_dlf16_flags(np.zeros(0))[1] == FPFlags()

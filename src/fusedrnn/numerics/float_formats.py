@@ -36,6 +36,7 @@ def _check_inplace(x, name: str, dtypes: tuple) -> None:
 
 
 _FLOATS = (np.float32, np.float64)
+_DLF16_DTYPES = frozenset(map(np.dtype, _FLOATS))  # native byte order only
 
 
 def round_to_float16(x: np.ndarray) -> np.ndarray:
@@ -61,8 +62,11 @@ def round_to_dlfloat16(x: np.ndarray, *, saturate: bool = False) -> np.ndarray:
     NaN (the NINF code decodes to NaN). ``saturate=True`` clamps finite values to ±DLF16_MAX first (zdnn.md §1.6).
     float64 values are rounded once, directly. Equals ``dlf16_to_fp32(fp32_to_dlf16(x))`` element for element.
     """
-    _check_inplace(x, "x", _FLOATS)
-    return _round_dlf16_inplace(x, _check_bool(saturate, "saturate"))
+    if not isinstance(x, np.ndarray) or x.dtype not in _DLF16_DTYPES:
+        _check_inplace(x, "x", _FLOATS)
+    if saturate is not False and saturate is not True:
+        saturate = _check_bool(saturate, "saturate")
+    return _round_dlf16_inplace(x, saturate)
 
 
 def encode_float16(x) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
+from toy_targets import toy_quantized
 
 import fusedrnn
 import fusedrnn.example as ex
@@ -172,31 +173,10 @@ def test_bundled_model_is_the_one_run(runner):
     assert onnx.load(ex.model_path()).graph.name == "digits_lstm"
 
 
-def _toy_quantized(name: str, calls: list, *, cannot: str | None = None) -> targets.Target:
-    """A quantized test target: the fp64 engine on inputs rounded to 1/8 of the calibration's max |x|."""
-
-    def prepare(layer, calibration):
-        if cannot:
-            raise fusedrnn.UnsupportedFeatureError(cannot)
-        step = max(float(np.max(np.abs(c))) for c in calibration) / 8
-        calls.append(sum(np.shape(c)[1 if not layer.batch_first else 0] for c in calibration))
-        ref = layer.to("fp64")
-        ref.batch_first, ref.merge = False, "stack"
-
-        def run(x, states, lens):
-            y, st = ref(np.round(x / step) * step, states if layer.cell == "lstm" else states[0], lens)
-            return y, (tuple(st) if layer.cell == "lstm" else (st,))
-
-        return run
-
-    return targets.Target(name, "toy quantized target", family="test", dtype=np.dtype(np.float64),
-                          prepare=prepare, needs_calibration=True)
-
-
 def test_run_calibrates_quantized_targets_and_reports_unsupported_ones(runner, monkeypatch):
     calls: list = []
-    monkeypatch.setitem(targets.registry._REGISTRY, "toy-q", _toy_quantized("toy-q", calls))
-    monkeypatch.setitem(targets.registry._REGISTRY, "toy-no", _toy_quantized("toy-no", [], cannot="no peepholes"))
+    monkeypatch.setitem(targets.registry._REGISTRY, "toy-q", toy_quantized("toy-q", calls))
+    monkeypatch.setitem(targets.registry._REGISTRY, "toy-no", toy_quantized("toy-no", [], cannot="no peepholes"))
     res = runner.invoke(main, ["run", "--json", "--repeat", "1", "-t", "toy-q", "-t", "toy-no"])
     assert res.exit_code == 0, res.output
     rows = {r["target"]: r for r in json.loads(res.output)["results"]}
@@ -210,7 +190,7 @@ def test_run_calibrates_quantized_targets_and_reports_unsupported_ones(runner, m
 
 def test_run_with_calibration_file(runner, monkeypatch, tmp_path):
     calls: list = []
-    monkeypatch.setitem(targets.registry._REGISTRY, "toy-q2", _toy_quantized("toy-q2", calls))
+    monkeypatch.setitem(targets.registry._REGISTRY, "toy-q2", toy_quantized("toy-q2", calls))
     with np.load(ex.data_path()) as d:
         x = d["x"][:10]
     cal = tmp_path / "cal.npz"
@@ -223,7 +203,7 @@ def test_run_with_calibration_file(runner, monkeypatch, tmp_path):
 
 
 def test_compare_side_by_side(runner, monkeypatch):
-    monkeypatch.setitem(targets.registry._REGISTRY, "toy-no2", _toy_quantized("toy-no2", [], cannot="no clip"))
+    monkeypatch.setitem(targets.registry._REGISTRY, "toy-no2", toy_quantized("toy-no2", [], cannot="no clip"))
     args = ["compare", str(ex.model_path()), "--data", str(ex.data_path()), "--repeat", "1"]
     res = runner.invoke(main, [*args, "-t", "fp16", "-t", "bf16", "-t", "toy-no2"])
     assert res.exit_code == 0, res.output

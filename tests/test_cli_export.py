@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from toy_targets import toy_quantized
 
 import fusedrnn
 import fusedrnn.example as ex
@@ -26,26 +27,6 @@ from fusedrnn.cli.run_cmd import calibration_subset
 from fusedrnn.frontends import onnx as fonnx
 
 SAMPLES = 12
-
-
-def toy_quantized(name: str, *, cannot: str | None = None) -> targets.Target:
-    """A quantized test target: the fp64 engine on inputs rounded to 1/8 of the calibration's max |x|."""
-
-    def prepare(layer, calibration):
-        if cannot:
-            raise fusedrnn.UnsupportedFeatureError(cannot)
-        step = max(float(np.max(np.abs(c))) for c in calibration) / 8
-        ref = layer.to("fp64")
-        ref.batch_first, ref.merge = False, "stack"
-
-        def run(x, states, lens):
-            y, st = ref(np.round(x / step) * step, states if layer.cell == "lstm" else states[0], lens)
-            return y, (tuple(st) if layer.cell == "lstm" else (st,))
-
-        return run
-
-    return targets.Target(name, "toy quantized target", family="test", dtype=np.dtype(np.float64),
-                          prepare=prepare, needs_calibration=True)
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
+from toy_targets import toy_quantized
 
-import fusedrnn
 import fusedrnn.example as ex
 from fusedrnn import targets
 from fusedrnn.cli import main
@@ -29,26 +29,6 @@ pytest.importorskip("matplotlib", reason="the report needs the 'report' extra (m
 
 SAMPLES = 48
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-
-
-def toy_quantized(name: str, *, cannot: str | None = None) -> targets.Target:
-    """A quantized test target: the fp64 engine on inputs rounded to 1/8 of the calibration's max |x|."""
-
-    def prepare(layer, calibration):
-        if cannot:
-            raise fusedrnn.UnsupportedFeatureError(cannot)
-        step = max(float(np.max(np.abs(c))) for c in calibration) / 8
-        ref = layer.to("fp64")
-        ref.batch_first, ref.merge = False, "stack"
-
-        def run(x, states, lens):
-            y, st = ref(np.round(x / step) * step, states if layer.cell == "lstm" else states[0], lens)
-            return y, (tuple(st) if layer.cell == "lstm" else (st,))
-
-        return run
-
-    return targets.Target(name, "toy quantized target", family="test", dtype=np.dtype(np.float64),
-                          prepare=prepare, needs_calibration=True)
 
 
 class _Checker(HTMLParser):

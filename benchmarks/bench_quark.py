@@ -5,6 +5,7 @@ Run from the repository root::
     python -m benchmarks.bench_quark              # T=100, H=128, I=64 (the issue's case), about a minute
     python -m benchmarks.bench_quark --quick      # fewer rounds
     python -m benchmarks.bench_quark --T 200 --H 64 --I 32 --json benchmarks/results/quark.json
+    python -m benchmarks.bench_quark --anchors S2,S4  # also faithful vs our float32 bidirectional LSTM (default)
 
 The compiled kernel is Quark's own C++ source from the amd-quark wheel (downloaded with pip, built with g++ in
 a temporary directory; ``FUSEDRNN_QUARK_WHEEL`` points at a local wheel). The per-element Python kernel is a
@@ -12,6 +13,9 @@ straightforward transcription of the same arithmetic (Python ints, NumPy float32
 through ctypes); its cost is linear in T, so it is timed on ``--naive-steps`` steps and scaled to T (both
 numbers are printed). Every implementation is checked bit for bit against fusedrnn. All three are timed in
 the same run, interleaved, single-threaded (numpy's BLAS limited to 1 thread). Exit status 1 on disagreement.
+``--anchors`` then times faithful mode (the compiled loop when a C compiler is available; ``FUSEDRNN_COMPILED=0``
+times the NumPy loop) against the float32 engine's bidirectional LSTM on the anchor shapes (issue 11's goal:
+<= 2x on S2 and S4; S2's 32 sequences run as rows of one call, each bit-identical to a batch-1 call).
 """
 
 from __future__ import annotations
@@ -108,6 +112,63 @@ def naive_kernel(X, W, R, B, sc: dict, H: int, steps: int) -> np.ndarray:
     return out
 
 
+def anchor_case(shape: str):
+    """The float benchmark's bidirectional LSTM problem on an anchor shape (benchmarks.common) with min/max uint16
+    scales; X, W, R, B in ONNX layout (ExtendedLSTM's gate order i, o, f, c is ONNX's)."""
+    from .common import SHAPES, make_problem
+
+    p = make_problem("lstm", "bidirectional", SHAPES[shape])
+    sc = {}
+    for n, a in zip("xwrb", (p.X, p.W, p.R, p.B), strict=True):
+        lo, hi = min(float(a.min()), 0.0), max(float(a.max()), 0.0)
+        s = (hi - lo) / 65535.0
+        sc[f"{n}_scale"], sc[f"{n}_zero_point"] = s, int(round(-lo / s))
+    sc["y_scale"], sc["y_zero_point"] = 2.0 / 65535.0, 32768
+    return p, sc
+
+
+def faithful_sequences(X, W, R, B, sc: dict, H: int):
+    """Faithful mode on the B sequences of X [T, B, I] (float in, float Y [T, 2, B, H] out). The kernel is batch
+    1; its arithmetic is per sequence, so the rows run together and each row is bit-identical to a batch-1 call
+    (checked in :func:`compare_anchor`)."""
+    import fusedrnn.quark as quark
+    from fusedrnn.numerics.affine import quark_quantize_uint16 as quant
+    from fusedrnn.targets.quark.op import dequantize_output, extended_lstm_quantized
+
+    s = quark.make_scales(**sc)
+    codes = [quant(a, getattr(s, f"{n}_scale"), getattr(s, f"{n}_zero_point"))
+             for n, a in zip("xwrb", (X, W, R, B), strict=True)]
+    return dequantize_output(extended_lstm_quantized(*codes, s, hidden_size=H), s.y_scale, s.y_zero_point)
+
+
+def compare_anchor(shape: str, quick: bool) -> tuple[bool, dict]:
+    """Issue 11: Quark faithful (the bidirectional LSTM the op computes) vs our float32 bidirectional LSTM on the
+    same problem, interleaved; goal faithful <= 2x float32 on S2 and S4."""
+    import fusedrnn.quark as quark
+    from fusedrnn import ops
+
+    p, sc = anchor_case(shape)
+    H = p.shape.H
+    y = faithful_sequences(p.X, p.W, p.R, p.B, sc, H)
+    ok = True
+    for b in sorted({0, p.shape.B - 1}):  # rows run together == each sequence alone, bit for bit
+        y1 = quark.extended_lstm(p.X[:, b:b + 1], p.W, p.R, p.B, hidden_size=H, **sc)
+        ok &= np.array_equal(y1.view(np.uint32), y[:, :, b:b + 1].view(np.uint32))
+    ref = ops.lstm(p.X, p.W, p.R, p.B, hidden_size=H, direction="bidirectional")[0]
+    err = float(np.abs(y - ref).max())
+    fns = {"fp32": lambda: ops.lstm(p.X, p.W, p.R, p.B, hidden_size=H, direction="bidirectional"),
+           "quark faithful": lambda: faithful_sequences(p.X, p.W, p.R, p.B, sc, H)}
+    timing = interleaved_timing(fns, min_rounds=3 if quick else 5, max_rounds=8 if quick else 30,
+                                budget_s=2.0 if quick else 8.0)
+    ratio = timing.paired_ratio("quark faithful", "fp32")
+    res = {"shape": p.shape.label(), "fp32": timing.summary("fp32"), "faithful": timing.summary("quark faithful"),
+           "ratio": ratio, "rows_bit_identical": bool(ok), "max_abs_diff_vs_fp32": err, "goal": 2.0}
+    print(f"  {p.shape.label():26s} fp32 {res['fp32']['median_ms']:8.2f} ms  faithful "
+          f"{res['faithful']['median_ms']:8.2f} ms  ratio {ratio:.2f}x (goal <= 2x)  rows bit-identical: {ok}  "
+          f"max |Y - fp32| {err:.2e}")
+    return ok and err <= 0.05, res
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--T", type=int, default=100)
@@ -116,6 +177,8 @@ def main(argv=None) -> int:
     ap.add_argument("--naive-steps", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--anchors", default="S2,S4", help="anchor shapes for the faithful vs float32 comparison "
+                    "(issue 11); empty to skip")
     args = ap.parse_args(argv)
 
     import fusedrnn.quark as quark
@@ -168,10 +231,18 @@ def main(argv=None) -> int:
         ratios["fusedrnn_over_compiled"] = med["fusedrnn"] / med["compiled (g++ -O2)"]
         print(f"fusedrnn takes {ratios['fusedrnn_over_compiled']:.2f}x the compiled kernel's time (goal <= 5x)")
     print(f"foreign CPU load during timing: {foreign}")
+    anchors = {}
+    if args.anchors:
+        print("Quark faithful (bidirectional) vs the float32 engine's bidirectional LSTM, same problem, interleaved:")
+        load = ForeignLoad()
+        for shape in args.anchors.split(","):
+            good, anchors[shape] = compare_anchor(shape.strip(), args.quick)
+            ok &= good
+        print(f"foreign CPU load during timing: {load.stop()}")
     if args.json:
         args.json.write_text(json.dumps({"case": {k: v for k, v in vars(args).items() if k != "json"}, "median_s": med,
-                                         "ratios": ratios, "agree": bool(ok), "machine": machine_facts(),
-                                         "foreign_load": foreign}, indent=2, default=str))
+                                         "ratios": ratios, "anchors": anchors, "agree": bool(ok),
+                                         "machine": machine_facts(), "foreign_load": foreign}, indent=2, default=str))
     return 0 if ok else 1
 
 

@@ -1,7 +1,9 @@
 """The ExtendedLSTM recurrence (quark.md section 3, step 3), vectorised over directions and batch.
 
-Inputs are int16-domain integers (q - 32768). Per step the Python work is a fixed number of NumPy calls on
-[D, B, 4H] arrays; the input projection of all timesteps is one exact GEMM before the loop.
+Inputs are int16-domain integers (q - 32768). The whole loop runs in C (``_compiled``, bit-identical) when the
+kernel library builds; otherwise, and with ``_compiled.use_engine("numpy")``, the NumPy loop below runs: per step
+a fixed number of NumPy calls on [D, B, 4H] arrays, the input projection of all timesteps one exact GEMM before
+the loop. Every batch row is an independent sequence with its own arithmetic.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...numerics.int_matmul import IntMatrix, int_matmul
+from . import _compiled
 from .fixed import round_half_away, round_int_c_small, srs, srs_fn, srs_hidden_fn
 from .params import KernelParams
 from .tanhf import tanhf
@@ -32,6 +35,18 @@ def run_kernel(xq: np.ndarray, wq: np.ndarray, rq: np.ndarray, p: KernelParams, 
     T, B, I = xq.shape
     D, G, _ = wq.shape
     H = G // 4
+    xsum = xq.astype(np.int64).sum(axis=2)  # [T, B], exact
+    xsum = np.stack([xsum[::-1] if r else xsum for r in reverse])  # [D, T, B]
+    xs = srs(xsum * p.qa, p.xss, faithful=faithful)
+    h = (np.full((D, B, H), p.ohz, dtype=np.int64) if h0 is None else np.asarray(h0, dtype=np.int64)).astype(np.int16)
+    c = np.zeros((D, B, H), dtype=_F32) if c0 is None else np.asarray(c0, dtype=_F32).copy()
+    engine = _compiled.default_engine()
+    lib = None if engine == "numpy" else _compiled.load()
+    if engine == "compiled" and lib is None:
+        raise RuntimeError(f"compiled Quark kernel unavailable: {_compiled.unavailable_reason()}")
+    if lib is not None:
+        y, h, c = _compiled.run(lib, xq, wq, rq, p, xs, h, c, reverse=reverse, faithful=faithful)
+        return y.astype(np.int64), h.astype(np.int64), c
     # Input part of every gate for every step, hoisted out of the loop: one exact GEMM for all directions.
     # |x'|, |W'| <= 2^15, so every partial sum is <= I * 2^30 <= 2^53 for I <= 2^23: float64 BLAS is exact.
     xs16 = xq.astype(np.int16)
@@ -39,16 +54,11 @@ def run_kernel(xq: np.ndarray, wq: np.ndarray, rq: np.ndarray, p: KernelParams, 
     proj = int_matmul(xd, np.swapaxes(wq, 1, 2).astype(np.int16), a_absmax=_Q15, b_absmax=_Q15)
     proj = proj.reshape(D, T, B, G)
     a = srs(srs(proj, p.xw, faithful=faithful, bound=I * _Q15 * _Q15) * p.qx, p.xwq, faithful=faithful)
-    xsum = xq.astype(np.int64).sum(axis=2)  # [T, B], exact
-    xsum = np.stack([xsum[::-1] if r else xsum for r in reverse])  # [D, T, B]
-    xs = srs(xsum * p.qa, p.xss, faithful=faithful)
     gx = a - xs[..., None] + p.qc[:, None, None, :]  # [D, T, B, 4H] int64
     rt = np.swapaxes(rq, 1, 2).astype(np.int16)  # [D, H, 4H]
     rmats = [IntMatrix(rt[d], a_absmax=_Q15, b_absmax=_Q15) for d in range(D)]  # 2-D: the fast per-step path
     hr_buf = np.empty((D, B, G), dtype=np.int64)
 
-    h = (np.full((D, B, H), p.ohz, dtype=np.int64) if h0 is None else np.asarray(h0, dtype=np.int64)).astype(np.int16)
-    c = np.zeros((D, B, H), dtype=_F32) if c0 is None else np.asarray(c0, dtype=_F32).copy()
     y = np.empty((T, D, B, H), dtype=np.int16)
     gate_scale = np.full(G, _SCALE_SIG, dtype=_F32)
     gate_scale[3 * H:] = _SCALE_TANH

@@ -18,6 +18,7 @@ why; nothing is raised.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -189,3 +191,100 @@ def unavailable_reason() -> str | None:
 def library_path() -> str | None:
     """The file the kernel was loaded from, once loaded."""
     return _state["path"]
+
+
+class KernelLibrary:
+    """A C source of another package (an SDK target's compiled loop) built like this package's kernel: at first
+    use, with the same compiler search, flag sets, CPU key, cache directory and ``FUSEDRNN_COMPILED=0`` switch,
+    into ``fusedrnn_<stem>_<digest>.so``; None (with :attr:`reason`) when that is not possible.
+
+    ``abi_symbol`` names a C function returning the source's ABI version, which must equal ``abi_version``;
+    ``bind(lib)`` sets the ctypes signatures once; ``extra_flags`` are appended to every compile (and keyed).
+    """
+
+    def __init__(self, source: Path, stem: str, abi_symbol: str, abi_version: int,
+                 bind: Callable[[ctypes.CDLL], None], extra_flags: tuple[str, ...] = ()):
+        self.source, self.stem, self.abi_symbol, self.abi_version = Path(source), stem, abi_symbol, abi_version
+        self.bind, self.extra_flags = bind, tuple(extra_flags)
+        self._lock = threading.Lock()
+        self._tried = False
+        self._lib: ctypes.CDLL | None = None
+        self.reason: str | None = None
+
+    def load(self) -> ctypes.CDLL | None:
+        """The library (compiled, or loaded from the cache, on the first call), or None."""
+        if self._tried:
+            return self._lib
+        with self._lock:
+            if not self._tried:
+                lib, reason = None, None
+                if not _enabled_by_env():
+                    reason = "disabled by FUSEDRNN_COMPILED=0"
+                else:
+                    cc = _compiler()
+                    lib, reason = (None, "no C compiler found") if cc is None else self._compile(cc)
+                if lib is not None:
+                    self.bind(lib)
+                self._lib, self.reason, self._tried = lib, reason, True
+        return self._lib
+
+    def _open(self, path: Path) -> ctypes.CDLL | None:
+        try:
+            lib = ctypes.CDLL(str(path))
+            return lib if getattr(lib, self.abi_symbol)() == self.abi_version else None
+        except (OSError, AttributeError):
+            return None
+
+    def _compile(self, cc: str) -> tuple[ctypes.CDLL | None, str | None]:
+        out_dir = cache_dir()
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return None, f"cannot create the cache directory {out_dir}: {e}"
+        errors = []
+        for flags in FLAG_SETS:
+            h = hashlib.sha256(self.source.read_bytes())
+            h.update("\0".join((cc, " ".join(flags), " ".join(self.extra_flags), _cpu_key())).encode())
+            path = out_dir / f"fusedrnn_{self.stem}_{h.hexdigest()[:20]}.so"
+            if not path.exists():
+                fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
+                os.close(fd)
+                try:
+                    proc = subprocess.run([cc, *flags, *COMMON_FLAGS, *self.extra_flags, "-o", tmp, str(self.source)],
+                                          capture_output=True, text=True, timeout=300)
+                    if proc.returncode != 0:
+                        errors.append(f"{' '.join(flags)}: {proc.stderr.strip()[-400:]}")
+                        continue
+                    os.replace(tmp, path)  # atomic: concurrent builders never see a partial library
+                except (OSError, subprocess.SubprocessError) as e:
+                    errors.append(f"{' '.join(flags)}: {e}")
+                    continue
+                finally:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+            lib = self._open(path)
+            if lib is not None:
+                return lib, None
+            errors.append(f"{path}: not loadable or ABI version is not {self.abi_version}")
+        return None, "compilation failed: " + " | ".join(errors)
+
+
+class EngineChoice:
+    """Which loop an SDK target's ``engine="auto"`` runs: ``"auto"`` (compiled when available), ``"numpy"`` or
+    ``"compiled"``; :meth:`use` changes it inside a ``with`` block (tests, benchmarks; process-wide, not
+    thread-safe)."""
+
+    ENGINES = ("auto", "numpy", "compiled")
+
+    def __init__(self):
+        self.default = "auto"
+
+    @contextlib.contextmanager
+    def use(self, engine: str):
+        if engine not in self.ENGINES:
+            raise ValueError(f"engine: expected 'auto', 'numpy' or 'compiled', got {engine!r}")
+        old, self.default = self.default, engine
+        try:
+            yield
+        finally:
+            self.default = old

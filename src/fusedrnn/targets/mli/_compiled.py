@@ -11,12 +11,7 @@ that the NumPy path does per step (same results, to the bit: see tests/test_mli_
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import hashlib
-import os
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
@@ -64,88 +59,39 @@ class Mli1Args(ctypes.Structure):
         ("Y", P), ("hk", P), ("acc", P)]
 
 
-def _compile(cc: str):
-    out_dir = _build.cache_dir()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        return None, f"cannot create the cache directory {out_dir}: {e}"
-    errors = []
-    for flags in _build.FLAG_SETS:
-        h = hashlib.sha256(SOURCE.read_bytes())
-        h.update("\0".join((cc, " ".join(flags), _build._cpu_key())).encode())
-        path = out_dir / f"fusedrnn_mli_{h.hexdigest()[:20]}.so"
-        if not path.exists():
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
-            os.close(fd)
-            try:
-                proc = subprocess.run([cc, *flags, *_build.COMMON_FLAGS, "-o", tmp, str(SOURCE)],
-                                      capture_output=True, text=True, timeout=300)
-                if proc.returncode != 0:
-                    errors.append(f"{' '.join(flags)}: {proc.stderr.strip()[-400:]}")
-                    continue
-                os.replace(tmp, path)
-            except (OSError, subprocess.SubprocessError) as e:
-                errors.append(f"{' '.join(flags)}: {e}")
-                continue
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-        try:
-            lib = ctypes.CDLL(str(path))
-            if lib.mli_abi_version() == ABI:
-                return lib, None
-        except (OSError, AttributeError) as e:
-            errors.append(f"{path}: {e}")
-    return None, "compilation failed: " + " | ".join(errors)
+def _bind(lib) -> None:
+    for name, st in (("mli2_lstm", Mli2Args), ("mli2_gru", Mli2Args), ("mli1_lstm", Mli1Args),
+                     ("mli2_partials", PartArgs)):
+        fn = getattr(lib, name)
+        fn.argtypes = [ctypes.POINTER(st)]
+        fn.restype = ctypes.c_int
+
+
+_LIBRARY = _build.KernelLibrary(SOURCE, "mli", "mli_abi_version", ABI, _bind)
 
 
 def load():
     """The kernel library (compiled or loaded from the cache on the first call), or None."""
-    if _state["tried"]:
-        return _state["lib"]
-    with _lock:
-        if not _state["tried"]:
-            lib, reason = None, None
-            if not _build._enabled_by_env():
-                reason = "disabled by FUSEDRNN_COMPILED=0"
-            else:
-                cc = _build._compiler()
-                lib, reason = (None, "no C compiler found") if cc is None else _compile(cc)
-            if lib is not None:
-                for name, st in (("mli2_lstm", Mli2Args), ("mli2_gru", Mli2Args), ("mli1_lstm", Mli1Args),
-                                 ("mli2_partials", PartArgs)):
-                    fn = getattr(lib, name)
-                    fn.argtypes = [ctypes.POINTER(st)]
-                    fn.restype = ctypes.c_int
-            _state.update(tried=True, lib=lib, reason=reason)
-    return _state["lib"]
+    return _LIBRARY.load()
 
 
 def unavailable_reason() -> str | None:
     """Why :func:`load` returned None (None when loaded or not tried yet)."""
-    return _state["reason"]
+    return _LIBRARY.reason
 
 
-_engine = {"default": "auto"}
+_ENGINE = _build.EngineChoice()
 
 
 def default_engine() -> str:
     """What ``engine="auto"`` means now: "auto" (compiled when available), or what :func:`use_engine` set."""
-    return _engine["default"]
+    return _ENGINE.default
 
 
-@contextlib.contextmanager
 def use_engine(engine: str):
     """Make ``engine="auto"`` mean ``engine`` ("auto", "numpy" or "compiled") inside the block (tests, benchmarks;
     process-wide, not thread-safe)."""
-    if engine not in ("auto", "numpy", "compiled"):
-        raise ValueError(f"engine: expected 'auto', 'numpy' or 'compiled', got {engine!r}")
-    old, _engine["default"] = _engine["default"], engine
-    try:
-        yield
-    finally:
-        _engine["default"] = old
+    return _ENGINE.use(engine)
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------

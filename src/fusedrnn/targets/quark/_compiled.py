@@ -11,12 +11,7 @@ re-does exactly the per-step arithmetic of the NumPy loop (tests/test_quark_comp
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import hashlib
-import os
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
@@ -51,89 +46,40 @@ class QuarkArgs(ctypes.Structure):
         ("ts", I32), ("xlo", I32 * 2)]
 
 
-def _compile(cc: str):
-    out_dir = _build.cache_dir()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        return None, f"cannot create the cache directory {out_dir}: {e}"
-    errors = []
-    for flags in _build.FLAG_SETS:
-        h = hashlib.sha256(SOURCE.read_bytes())
-        h.update("\0".join((cc, " ".join(flags), " ".join(EXTRA_FLAGS), _build._cpu_key())).encode())
-        path = out_dir / f"fusedrnn_quark_{h.hexdigest()[:20]}.so"
-        if not path.exists():
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
-            os.close(fd)
-            try:
-                proc = subprocess.run([cc, *flags, *_build.COMMON_FLAGS, *EXTRA_FLAGS, "-o", tmp, str(SOURCE)],
-                                      capture_output=True, text=True, timeout=300)
-                if proc.returncode != 0:
-                    errors.append(f"{' '.join(flags)}: {proc.stderr.strip()[-400:]}")
-                    continue
-                os.replace(tmp, path)
-            except (OSError, subprocess.SubprocessError) as e:
-                errors.append(f"{' '.join(flags)}: {e}")
-                continue
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-        try:
-            lib = ctypes.CDLL(str(path))
-            if lib.quark_abi_version() == ABI:
-                return lib, None
-        except (OSError, AttributeError) as e:
-            errors.append(f"{path}: {e}")
-    return None, "compilation failed: " + " | ".join(errors)
+def _bind(lib) -> None:
+    lib.quark_run.argtypes = [ctypes.POINTER(QuarkArgs)]
+    lib.quark_run.restype = ctypes.c_int
+    lib.quark_tanhf_array.argtypes = [P, P, I64]
+    lib.quark_tanhf_array.restype = None
+    lib.quark_tanhf_vec.argtypes = [P, P, I64]
+    lib.quark_tanhf_vec.restype = None
+
+
+_LIBRARY = _build.KernelLibrary(SOURCE, "quark", "quark_abi_version", ABI, _bind, extra_flags=EXTRA_FLAGS)
 
 
 def load():
     """The kernel library (compiled or loaded from the cache on the first call), or None."""
-    if _state["tried"]:
-        return _state["lib"]
-    with _lock:
-        if not _state["tried"]:
-            lib, reason = None, None
-            if not _build._enabled_by_env():
-                reason = "disabled by FUSEDRNN_COMPILED=0"
-            else:
-                cc = _build._compiler()
-                lib, reason = (None, "no C compiler found") if cc is None else _compile(cc)
-            if lib is not None:
-                lib.quark_run.argtypes = [ctypes.POINTER(QuarkArgs)]
-                lib.quark_run.restype = ctypes.c_int
-                lib.quark_tanhf_array.argtypes = [P, P, I64]
-                lib.quark_tanhf_array.restype = None
-                lib.quark_tanhf_vec.argtypes = [P, P, I64]
-                lib.quark_tanhf_vec.restype = None
-            _state.update(tried=True, lib=lib, reason=reason)
-    return _state["lib"]
+    return _LIBRARY.load()
 
 
 def unavailable_reason() -> str | None:
     """Why :func:`load` returned None (None when loaded or not tried yet)."""
-    return _state["reason"]
+    return _LIBRARY.reason
 
 
-_engine = {"default": "auto"}
+_ENGINE = _build.EngineChoice()
 
 
 def default_engine() -> str:
     """What the kernel runs: "auto" (compiled when available), or what :func:`use_engine` set."""
-    return _engine["default"]
+    return _ENGINE.default
 
 
-@contextlib.contextmanager
 def use_engine(engine: str):
     """Make the kernel run ``engine`` ("auto", "numpy" or "compiled") inside the block (tests, benchmarks;
     process-wide, not thread-safe)."""
-    if engine not in ("auto", "numpy", "compiled"):
-        raise ValueError(f"engine: expected 'auto', 'numpy' or 'compiled', got {engine!r}")
-    old, _engine["default"] = _engine["default"], engine
-    try:
-        yield
-    finally:
-        _engine["default"] = old
+    return _ENGINE.use(engine)
 
 
 def tanhf_array(x: np.ndarray) -> np.ndarray:

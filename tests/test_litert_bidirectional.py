@@ -91,7 +91,7 @@ def test_random_bidirectional_lstm(hybrid, seed):
 
 def test_bidirectional_op_imports_as_a_bidirectional_layer():
     import fusedrnn
-    from fusedrnn.targets.litert.importer import layer_from_tflite
+    from fusedrnn.frontends.tflite import layer_from_tflite
 
     rng = np.random.default_rng(11)
     cfg = random_config(rng)

@@ -145,7 +145,7 @@ def test_custom_gru_matches_onnxruntime(seed):
 @pytest.mark.parametrize("hybrid", [False, True], ids=["float", "hybrid"])
 def test_rnn_and_gru_import_as_layers(hybrid):
     import fusedrnn
-    from fusedrnn.targets.litert.importer import layer_from_tflite
+    from fusedrnn.frontends.tflite import layer_from_tflite
 
     rng = np.random.default_rng(7)
     I, H, B, T = 3, 5, 2, 4

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import fusedrnn
 from fusedrnn.errors import AttributeValueError, ConversionError, FusedRNNError, UnsupportedFeatureError
+from fusedrnn.frontends.tflite import layer_from_tflite
 from fusedrnn.targets import registry
 from fusedrnn.targets.litert.export import to_tflite
-from fusedrnn.targets.litert.importer import layer_from_tflite
 from fusedrnn.targets.litert.reader import read_model
 from fusedrnn.targets.litert.slots import LstmOptions
 

@@ -341,7 +341,7 @@ class RecurrentLayer:
         """A layer from the ``op_index``-th recurrent op of a .tflite model (``fusedrnn.litert.load(path).ops``):
         weights dequantized; the model's own tensors are kept so that ``.to("litert-int8x16",
         calibration="tflite")`` runs them unchanged (bit-exact with the LiteRT interpreter)."""
-        from .targets.litert.importer import layer_from_tflite
+        from .frontends.tflite import layer_from_tflite
 
         return layer_from_tflite(cls, path, op_index)
 

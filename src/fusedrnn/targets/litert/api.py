@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from .export import export, prepare, to_tflite
 from .graph import RECURRENT_OPS, Model, load
-from .importer import layer_from_tflite
-from .keras_map import from_keras
 from .ops import BidirectionalSequenceLSTM, SequenceLSTM, make_lstm_kernel
 from .reader import ModelInfo, OpInfo, TensorInfo, read_model
 from .rnn import BidirectionalSequenceRNN, RnnKernel, SequenceGRU, SequenceRNN
@@ -39,6 +37,4 @@ __all__ = [
     "lstm_model",
     "bidirectional_lstm_model",
     "to_tflite",
-    "from_keras",
-    "layer_from_tflite",
 ]

@@ -6,23 +6,23 @@ Gate order i, f, c, o is fusedrnn's canonical (i, f, g, o); a missing input gate
 the fused activation becomes the g and h activations; ``cell_clip``/``proj_clip`` of 0 mean none; a batch-major
 op gives a ``batch_first`` layer. An op fed by REVERSE_V2 on the time axis (Keras ``go_backwards``) becomes a
 ``direction="reverse"`` layer with ``output_order="processing"``, or ``"time"`` when a second REVERSE_V2 flips its
-output back (the backward half of a Keras ``Bidirectional``). Fusedrnn layers are not imported at module level
-(layers import targets).
+output back (the backward half of a Keras ``Bidirectional``). Fusedrnn layers are imported lazily
+(layers import the frontends lazily too).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...errors import AttributeValueError, ConversionError, UnsupportedFeatureError
-from .graph import Model, bidirectional_lstm_tensors, load, lstm_tensors
-from .slots import GATE_BIASES, INPUT_WEIGHTS, LAYER_NORM, RECURRENT_WEIGHTS, LstmOptions, dequantized
+from ..errors import AttributeValueError, ConversionError, UnsupportedFeatureError
+from ..targets.litert.graph import Model, bidirectional_lstm_tensors, load, lstm_tensors
+from ..targets.litert.slots import GATE_BIASES, INPUT_WEIGHTS, LAYER_NORM, RECURRENT_WEIGHTS, LstmOptions, dequantized
 
 _FUSED_TO_ACT = {"TANH": "Tanh", "RELU": "Relu", "SIGMOID": "Sigmoid"}
 
 
 def _act(name: str):
-    from ...cells.activations import Activation
+    from ..cells.activations import Activation
 
     if name == "NONE":
         return Activation("Affine", 1.0, 0.0)
@@ -73,7 +73,7 @@ def _is_time_reverse(model: Model, op, time_axis: int) -> bool:
 def layer_from_tflite(cls, source, op_index: int = 0):
     """The fusedrnn layer of the ``op_index``-th recurrent op (``load(source).ops[op_index]``) of a .tflite model
     (path, bytes or a loaded :class:`~fusedrnn.targets.litert.graph.Model`)."""
-    from ... import layers
+    from .. import layers
 
     model = source if isinstance(source, Model) else load(source)
     if isinstance(op_index, bool) or not isinstance(op_index, (int, np.integer)):
@@ -116,7 +116,7 @@ def layer_from_tflite(cls, source, op_index: int = 0):
         return None if arrs[0][key] is None else np.stack([a[key] for a in arrs])
 
     act = _act(opts.fused_activation_function)
-    from ...cells.activations import Activation
+    from ..cells.activations import Activation
 
     layer = layers.LSTM(stack("W"), stack("R"), stack("b"), P=stack("P"),
                         coupling="cifg" if dirs[0].cifg else None, cell_clip=opts.cell_clip or None,
@@ -129,7 +129,7 @@ def layer_from_tflite(cls, source, op_index: int = 0):
 
 
 def _rnn_layer(model: Model, node, cls):
-    from ...cells.activations import Activation
+    from ..cells.activations import Activation
 
     op, info = node.op, node.info
     if cls.cell == "gru":

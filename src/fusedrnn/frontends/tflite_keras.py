@@ -21,12 +21,18 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...errors import AttributeValueError, ConversionError, UnsupportedFeatureError
-from .graph import Model
-from .layer_map import calibrate_direction, float_direction, float_tensors, integer_tensors, lstm_options
-from .reader import read_model
-from .slots import const
-from .writer import OpSpec, write_model
+from ..errors import AttributeValueError, ConversionError, UnsupportedFeatureError
+from ..targets.litert.graph import Model
+from ..targets.litert.layer_map import (
+    calibrate_direction,
+    float_direction,
+    float_tensors,
+    integer_tensors,
+    lstm_options,
+)
+from ..targets.litert.reader import read_model
+from ..targets.litert.slots import const
+from ..targets.litert.writer import OpSpec, write_model
 
 MODES = ("float", "hybrid", "int8")
 
@@ -47,7 +53,7 @@ def from_keras(layer, *, mode: str = "float", calibration=None, batch_size: int 
     ``batch_size`` is the model's fixed batch (the converter needs one); ``time_steps`` the fixed sequence length
     (default: that of ``calibration``, else 1 — ``Model`` runs any length, the interpreter needs
     ``resize_tensor_input`` for others). ``calibration`` (int8 mode): input sequences [B, T, I] or a list."""
-    from ...frontends.keras import from_keras as read_keras
+    from .keras import from_keras as read_keras
 
     if mode not in MODES:
         raise AttributeValueError(f"mode: expected one of {MODES}, got {mode!r}")

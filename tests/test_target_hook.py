@@ -51,3 +51,31 @@ def test_summary_reports_calibration_need():
     s = t.summary()
     assert s["needs_calibration"] is True and s["bit_exact"] is False
     assert registry.get("fp32").summary()["needs_calibration"] is False
+
+
+def test_stack_calibrates_each_layer_on_its_own_float_input():
+    seen = []
+
+    def prepare(layer, calibration):
+        seen.append([np.asarray(c).copy() for c in calibration])
+        ref = layer.to("fp64")
+
+        def run(x, states, lens):
+            y, st = ref(x, states[0], lens)
+            return y.reshape(x.shape[0], x.shape[1], layer.num_directions, -1).transpose(0, 2, 1, 3), (st,)
+
+        return run
+
+    t = Target("test-stack-cal", "test target", family="test", dtype=np.dtype(np.float64), prepare=prepare,
+               needs_calibration=True)
+    rng = np.random.default_rng(1)
+    first = fusedrnn.GRU(rng.normal(size=(2, 9, 4)), rng.normal(size=(2, 9, 3)), direction="bidirectional")
+    second = fusedrnn.GRU(rng.normal(size=(1, 6, 6)), rng.normal(size=(1, 6, 2)))
+    stack = fusedrnn.Stack([first, second])
+    xs = [rng.normal(size=(5, 2, 4)), rng.normal(size=(7, 1, 4))]
+    stack.to(t, calibration=xs)
+    assert len(seen) == 2
+    for got, x in zip(seen[0], xs, strict=True):
+        np.testing.assert_array_equal(got, x)
+    for got, x in zip(seen[1], xs, strict=True):  # the first layer's float output on each calibration input
+        np.testing.assert_array_equal(got, first(x)[0])

@@ -565,7 +565,17 @@ class Stack:
         return y, out
 
     def to(self, target, calibration=None) -> Stack:
-        return Stack([layer.to(target, calibration) for layer in self.layers])
+        """Every layer on ``target``. A quantized target calibrates layer k on what layer k receives in the float
+        stack: ``calibration`` for the first, the previous layers' float outputs on it for the others."""
+        t = targets.get(target)
+        if calibration is None or t.prepare is None:
+            return Stack([layer.to(t, calibration) for layer in self.layers])
+        xs = list(calibration) if isinstance(calibration, (list, tuple)) else [calibration]
+        emulated = []
+        for layer in self.layers:
+            emulated.append(layer.to(t, calibration=xs))
+            xs = [layer(x)[0] for x in xs]
+        return Stack(emulated)
 
     def to_torch(self):
         from .frontends.torch import to_torch

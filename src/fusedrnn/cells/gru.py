@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import compiled
+from . import compiled, rounded
 from .activations import Activation, half_sigmoid
 from .recurrence import (
     activation_applier,
@@ -51,6 +51,10 @@ def gru_sequence(
     fast = compiled.run_gru(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip,
                             linear_before_reset=linear_before_reset, policy=policy)
     if fast is not None:  # small batch, EXACT policy, kernel available: the compiled time loop ran
+        return fast
+    fast = rounded.run_gru(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip,
+                           linear_before_reset=linear_before_reset, policy=policy)
+    if fast is not None:  # small batch, fp16/bf16/DLFLOAT16 policy: the compiled rounded loop ran
         return fast
     B = x.shape[1]
     D, H3 = W.shape[0], W.shape[1]

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import compiled
+from . import compiled, rounded
 from .activations import Activation, half_sigmoid
 from .recurrence import (
     activation_applier,
@@ -88,6 +88,11 @@ def lstm_sequence(
                              coupling=coupling, cell_clip=cell_clip, proj_W=proj_W, proj_b=proj_b,
                              proj_clip=proj_clip, ln=ln, policy=policy, h_feed=h_feed)
     if fast is not None:  # small batch, EXACT policy, kernel available: the compiled time loop ran
+        return fast
+    fast = rounded.run_lstm(x, W, R, b_x, b_h, h0, c0, reverse=reverse, acts=acts, lens=lens, P=P, clip=clip,
+                            coupling=coupling, cell_clip=cell_clip, proj_W=proj_W, proj_b=proj_b,
+                            proj_clip=proj_clip, ln=ln, policy=policy, h_feed=h_feed)
+    if fast is not None:  # small batch, fp16/bf16/DLFLOAT16 policy: the compiled rounded loop ran
         return fast
     B = x.shape[1]
     D, H4 = W.shape[0], W.shape[1]

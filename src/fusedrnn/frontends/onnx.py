@@ -70,11 +70,11 @@ def _dequantized_lstm_inputs(X, W, R, B=None, sequence_lens=None, initial_h=None
 
 
 def _extended_lstm(X, W, R, B=None, *, mode: str = "faithful", **attributes):
-    """AMD Quark's ExtendedLSTM (or the legacy VitisLSTM) node on :func:`fusedrnn.quark.extended_lstm`."""
-    from ..targets.quark.onnx_op import op_arguments
-    from ..targets.quark.op import extended_lstm
+    """AMD Quark's ExtendedLSTM (or the legacy VitisLSTM) node on :func:`fusedrnn.quark.extended_lstm`, its
+    weights prepared once while the node is fed equal weights (:class:`fusedrnn.quark.PreparedCache`)."""
+    from ..targets.quark.onnx_op import op_arguments, run_prepared
 
-    return (extended_lstm(X, W, R, B, mode=mode, **op_arguments(attributes)),)
+    return (run_prepared(X, W, R, B, mode=mode, **op_arguments(attributes)),)
 
 
 def _float_node_inputs(X, W, R, B=None):

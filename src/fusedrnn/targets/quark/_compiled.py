@@ -1,18 +1,19 @@
 """The compiled ExtendedLSTM recurrence (``_kernel.c``): build at first use, ctypes structure, and the driver
-:func:`run` that :func:`.kernel.run_kernel` calls instead of its NumPy loop.
+:func:`run` that :meth:`.kernel.Recurrence.run` calls instead of its NumPy loop.
 
 The library is compiled with the machine's C compiler into the cache directory of
 :mod:`fusedrnn.cells.compiled._build` (same compiler search, flags, CPU key and ``FUSEDRNN_COMPILED=0`` switch),
 under its own file name, with ``-ffp-contract=off`` (float32 tanhf must not be fused into FMAs) and ``-fwrapv``
 (int64 wrap-around as in NumPy). When no compiler is found or compilation fails, :func:`load` returns None and
-the NumPy loop runs. The kernel parameters and the per-sequence input sums come from the NumPy code; the C code
-re-does exactly the per-step arithmetic of the NumPy loop (tests/test_quark_compiled.py checks ``==``).
+the NumPy loop runs. The kernel parameters come from the NumPy code (packed once per set of weights by
+:func:`pack`); the C code re-does exactly the per-step arithmetic of the NumPy loop (tests/test_quark_compiled.py
+checks ``==``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +23,9 @@ from .fixed import c_one_shl
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "_kernel.c"
-ABI = 4
+ABI = 5
 X_BLOCK_ROWS = 64  # rows (time steps x batch) of each input-projection GEMM in the loop
 EXTRA_FLAGS = ("-ffp-contract=off", "-fwrapv", "-fno-fast-math", "-fno-trapping-math")
-
-_lock = threading.Lock()
-_state: dict = {"tried": False, "lib": None, "reason": None}
 
 P = ctypes.c_void_p
 I32, I64 = ctypes.c_int32, ctypes.c_int64
@@ -39,11 +37,12 @@ class Srs(ctypes.Structure):
 
 class QuarkArgs(ctypes.Structure):
     _fields_ = [(n, I32) for n in ("T", "B", "I", "H", "G", "D", "Ip", "Hp", "Gp", "faithful", "rev0", "rev1",
-                                   "has_qb", "pad")] + [
-        (n, I64) for n in ("qx", "qh", "qb", "ohs", "ohz", "ohz_term")] + [
-        (n, Srs) for n in ("xw", "xwq", "hr", "hrq", "hss", "oh")] + [
-        (n, P) for n in ("x", "xs", "qc", "Wh", "Wl", "Rh", "Rl", "h", "c", "y", "acc", "accx", "gf")] + [
-        ("ts", I32), ("xlo", I32 * 2)]
+                                   "has_qb", "ts")] + [
+        (n, I64) for n in ("qx", "qh", "qa", "qb", "ohs", "ohz", "ohz_term")] + [
+        (n, Srs) for n in ("xw", "xwq", "hr", "hrq", "xss", "hss", "oh")] + [
+        ("y_scale", ctypes.c_float), ("y_zp", I32)] + [
+        (n, P) for n in ("x", "xh", "xl", "qc", "W", "R", "h", "c", "y", "yf", "acc", "accx", "gf", "hn", "hs")] + [
+        ("xlo", I32 * 2)]
 
 
 def _bind(lib) -> None:
@@ -105,17 +104,13 @@ def _even(k: int) -> int:
     return k + (k & 1)
 
 
-def _pack(w: np.ndarray, gp: int) -> tuple[np.ndarray, np.ndarray]:
-    """int16-domain weights [D, G, K] -> high and low bytes (w = 256 hi + lo, lo in [0, 255]) as int16 panels
-    [D, Gp / 16, Kp / 2, 16, 2] (zero padded; the layout of the kernel's ``gemm``)."""
+def _pack(w: np.ndarray, gp: int) -> np.ndarray:
+    """int16-domain weights [D, G, K] -> int16 panels [D, Gp / 16, Kp / 2, 16, 2] (zero padded; the layout of the
+    kernel's ``gemm``)."""
     D, G, K = w.shape
-    w = np.asarray(w, dtype=np.int64)
-    out = []
-    for part in (w >> 8, w & 255):
-        p = np.zeros((D, _even(K), gp), np.int16)
-        p[:, :K, :G] = np.swapaxes(part, 1, 2)
-        out.append(np.ascontiguousarray(p.reshape(D, -1, 2, gp // 16, 16).transpose(0, 3, 1, 4, 2)))
-    return out[0], out[1]
+    p = np.zeros((D, _even(K), gp), np.int16)
+    p[:, :K, :G] = np.swapaxes(w, 1, 2)
+    return np.ascontiguousarray(p.reshape(D, -1, 2, gp // 16, 16).transpose(0, 3, 1, 4, 2))
 
 
 def _srs(shift: int, faithful: bool, sat: bool) -> Srs:
@@ -124,35 +119,70 @@ def _srs(shift: int, faithful: bool, sat: bool) -> Srs:
     return Srs(shift, half, delta, int(sat))
 
 
-def run(lib, xq, wq, rq, p, xs, h0, c0, *, reverse, faithful):
-    """The recurrence in C: xq [T, B, I], wq [D, 4H, I], rq [D, 4H, H] int16-domain; xs [D, T, B] int64 (the
-    x-sum term in processing order); h0 int16 [D, B, H], c0 float32 [D, B, H]. Returns (y int16 [T, D, B, H],
-    h int16 [D, B, H], c float32 [D, B, H])."""
-    T, B, I = xq.shape  # noqa: E741
-    D, G, _ = wq.shape
+@dataclass(frozen=True)
+class Packed:
+    """A recurrence's weights and constants in the C kernel's layout, made once per set of weights."""
+
+    D: int
+    G: int
+    I: int  # noqa: E741
+    H: int
+    W: np.ndarray
+    R: np.ndarray
+    qc: np.ndarray
+    args: QuarkArgs  # the constant fields; pointers and sizes are set per call
+
+
+def pack(wq: np.ndarray, rq: np.ndarray, p, *, reverse: tuple[bool, ...], faithful: bool, y_scale: float,
+         y_zero_point: int) -> Packed:
+    """wq [D, 4H, I], rq [D, 4H, H] int16-domain weights, p the KernelParams -> :class:`Packed`."""
+    D, G, I = wq.shape  # noqa: E741
     H = G // 4
     Ip, Hp, Gp = _even(I), _even(H), -(-G // 16) * 16
-    ts = max(1, min(T, X_BLOCK_ROWS // B))
-    x = np.zeros((T, B, Ip), np.int16)
-    x[..., :I] = xq
-    Wh, Wl = _pack(wq, Gp)
-    Rh, Rl = _pack(rq, Gp)
-    h = np.zeros((D, B, Hp), np.int16)
-    h[..., :H] = h0
-    c = np.ascontiguousarray(c0, dtype=np.float32).copy()
-    y = np.empty((T, D, B, H), np.int16)
-    acc, accx = np.empty((B, Gp), np.int64), np.empty((D, ts, B, Gp), np.int64)
-    gf = np.empty(2 * G + 2 * H, np.float32)
-    xs = np.ascontiguousarray(xs, dtype=np.int64)
+    W, R = _pack(wq, Gp), _pack(rq, Gp)
     qc = np.ascontiguousarray(p.qc, dtype=np.int64)
     rev = tuple(bool(r) for r in reverse) + (False,)
     ohz_term = (p.ohz << p.oh) if faithful else 0
-    a = QuarkArgs(T, B, I, H, G, D, Ip, Hp, Gp, int(faithful), int(rev[0]), int(rev[1]), int(p.qb != 0), 0,
-                  p.qx, p.qh, p.qb, p.ohs, p.ohz, ohz_term,
+    a = QuarkArgs(0, 0, I, H, G, D, Ip, Hp, Gp, int(faithful), int(rev[0]), int(rev[1]), int(p.qb != 0), 0,
+                  p.qx, p.qh, p.qa, p.qb, p.ohs, p.ohz, ohz_term,
                   _srs(p.xw, faithful, faithful), _srs(p.xwq, faithful, faithful), _srs(p.hr, faithful, faithful),
-                  _srs(p.hrq, faithful, faithful), _srs(p.hss, faithful, faithful), _srs(p.oh, faithful, False),
-                  x.ctypes.data, xs.ctypes.data, qc.ctypes.data, Wh.ctypes.data, Wl.ctypes.data, Rh.ctypes.data,
-                  Rl.ctypes.data, h.ctypes.data, c.ctypes.data, y.ctypes.data, acc.ctypes.data, accx.ctypes.data,
-                  gf.ctypes.data, ts)
-    lib.quark_run(ctypes.byref(a))
-    return y, h[..., :H], c
+                  _srs(p.hrq, faithful, faithful), _srs(p.xss, faithful, faithful), _srs(p.hss, faithful, faithful),
+                  _srs(p.oh, faithful, False), float(y_scale), int(y_zero_point))
+    a.qc, a.W, a.R = qc.ctypes.data, W.ctypes.data, R.ctypes.data
+    return Packed(D, G, I, H, W, R, qc, a)
+
+
+def run(lib, pk: Packed, x16: np.ndarray, h0: np.ndarray, c0: np.ndarray, *, dequantize: bool):
+    """The recurrence in C: x16 [T, B, I] int16-domain int16, h0 [D, B, H] int16-domain, c0 float32 [D, B, H].
+    Returns (Y's uint16 codes [T, D, B, H], h int16 [D, B, H], c float32 [D, B, H], Y float32 or None)."""
+    T, B, I = x16.shape  # noqa: E741
+    D, G, H = pk.D, pk.G, pk.H
+    a = pk.args
+    Ip, Hp, Gp = a.Ip, a.Hp, a.Gp
+    ts = max(1, min(T, X_BLOCK_ROWS // B))
+    if Ip == I and x16.dtype == np.int16 and x16.flags.c_contiguous:
+        x = x16
+    else:
+        x = np.zeros((T, B, Ip), np.int16)
+        x[..., :I] = x16
+    if Hp == H:
+        h = np.array(h0, dtype=np.int16, order="C")
+    else:
+        h = np.zeros((D, B, Hp), np.int16)
+        h[..., :H] = h0
+    c = np.array(c0, dtype=np.float32, order="C")
+    y = np.empty((T, D, B, H), np.uint16)
+    yf = np.empty((T, D, B, H), np.float32) if dequantize else None
+    acc, accx = np.empty((B, Gp), np.int64), np.empty((D, ts, B, Gp), np.int64)
+    gf = np.empty(2 * G + 2 * H, np.float32)
+    hn = np.empty((B, H), np.int16)
+    hs = np.empty((2, B, Hp), np.int16)
+    xs = np.empty((2, T, B, Ip), np.int16)
+    call = QuarkArgs.from_buffer_copy(a)
+    call.T, call.B, call.ts = T, B, ts
+    call.x, call.h, call.c, call.y = x.ctypes.data, h.ctypes.data, c.ctypes.data, y.ctypes.data
+    call.yf = None if yf is None else yf.ctypes.data
+    call.acc, call.accx, call.gf, call.hn = acc.ctypes.data, accx.ctypes.data, gf.ctypes.data, hn.ctypes.data
+    call.hs, call.xh, call.xl = hs.ctypes.data, xs[0].ctypes.data, xs[1].ctypes.data
+    lib.quark_run(ctypes.byref(call))
+    return y, h[..., :H], c, yf

@@ -1,11 +1,12 @@
 /* The ExtendedLSTM recurrence of kernel.py in C: the whole time loop of both directions in one call.
  *
  * Same arithmetic as the NumPy path, to the bit (tests/test_quark_compiled.py):
- *  - exact integer products h @ R'^T and x @ W'^T: the int16 weights are split into a signed high byte and an
- *    unsigned low byte (w = 256 * hi + lo), each multiplied with int16 activations in int32 (pair sums < 2^24,
+ *  - exact integer products h @ R'^T and x @ W'^T: the int16 activations are split into a signed high byte and an
+ *    unsigned low byte (a = 256 * hi + lo), each multiplied with the int16 weights in int32 (pair sums < 2^24,
  *    at most 128 pairs per int32 chunk, so no int32 sum can overflow), combined in int64;
  *  - srs_int rounded shifts (half away from zero; faithful: int32 saturation, the kernel's INT_MIN constant at
  *    shift 32), the int32 wrap of the faithful gate sum, float32 gates;
+ *  - Y written as uint16 codes (and optionally dequantized) directly;
  *  - tanhf: the fdlibm float32 algorithm, written from tanhf.py's vectorised version (float32 arithmetic, no
  *    contraction: built with -ffp-contract=off), the cell and output in float32 / float64 as kernel.py does;
  *  - signed integer overflow wraps (-fwrapv) exactly where NumPy's int64 arithmetic wraps.
@@ -21,7 +22,7 @@
 
 #pragma STDC FP_CONTRACT OFF
 
-#define QUARK_ABI 4
+#define QUARK_ABI 5
 
 int quark_abi_version(void) { return QUARK_ABI; }
 
@@ -30,21 +31,26 @@ typedef struct {
 } Srs;
 
 typedef struct {
-    int32_t T, B, I, H, G, D, Ip, Hp, Gp, faithful, rev0, rev1, has_qb, pad;
-    int64_t qx, qh, qb, ohs, ohz, ohz_term;
-    Srs xw, xwq, hr, hrq, hss, oh;
+    int32_t T, B, I, H, G, D, Ip, Hp, Gp, faithful, rev0, rev1, has_qb, ts; /* ts: steps per x-projection block */
+    int64_t qx, qh, qa, qb, ohs, ohz, ohz_term;
+    Srs xw, xwq, hr, hrq, xss, hss, oh;
+    float y_scale;      /* Y = float32((code - y_zp) * y_scale) into yf when yf is not NULL */
+    int32_t y_zp;
     const int16_t *x;   /* [T][B][Ip], int16-domain inputs (zero padded to Ip, even) */
-    const int64_t *xs;  /* [D][T][B]: srs(sum(x) * qa, xss) in each direction's processing order */
+    int16_t *xh, *xl;   /* scratch [T][B][Ip]: high and low bytes of x */
     const int64_t *qc;  /* [D][G] */
-    const int16_t *Wh, *Wl; /* [D][Gp/16][Ip/2][16][2]: high / low bytes of W'[d][g][k] at [g/16][k/2][g%16][k%2] */
-    const int16_t *Rh, *Rl; /* [D][Gp/16][Hp/2][16][2] */
-    int16_t *h;         /* [D][B][Hp] in/out */
+    const int16_t *W;   /* [D][Gp/16][Ip/2][16][2]: W'[d][g][k] at [g/16][k/2][g%16][k%2], zero padded */
+    const int16_t *R;   /* [D][Gp/16][Hp/2][16][2] */
+    int16_t *h;         /* [D][B][Hp] in/out, int16-domain */
     float *c;           /* [D][B][H] in/out */
-    int16_t *y;         /* [T][D][B][H] out, in input time order */
+    uint16_t *y;        /* [T][D][B][H] out: Y's uint16 codes (h + 32768), in input time order */
+    float *yf;          /* [T][D][B][H] out (optional): Y dequantized */
     int64_t *acc;       /* scratch [B][Gp] */
     int64_t *accx;      /* scratch [D][ts][B][Gp] */
     float *gf;          /* scratch [2 G + 2 H] */
-    int32_t ts, xlo[2]; /* time steps per x-projection block; first input step of each direction's block */
+    int16_t *hn;        /* scratch [B][H] */
+    int16_t *hs;        /* scratch [2][B][Hp]: high and low bytes of h */
+    int32_t xlo[2];     /* first input step of each direction's x-projection block */
 } QuarkArgs;
 
 static inline int64_t srs(int64_t x, const Srs *s) {
@@ -56,144 +62,124 @@ static inline int64_t srs(int64_t x, const Srs *s) {
     return r;
 }
 
+/* srs with the constants in registers and the clamp as min / max (lo, hi: the int32 limits when saturating, else
+ * the int64 limits), written so that the compiler vectorises the loops that use it */
+static inline int64_t srs_v(int64_t x, int64_t half, int64_t delta, int64_t shift, int64_t lo, int64_t hi) {
+    int64_t r = (x + half - ((x >> 63) & delta)) >> shift;
+    r = r < lo ? lo : r;
+    return r > hi ? hi : r;
+}
+
 /* ---- exact int16 products -------------------------------------------------------------------------------- */
-/* out[m][n] (n < N) = sum_k a[m][k] * (256 * Ph[.] + Pl[.]) for m < M, a [M][lda] int16 with Kp (even) columns
- * used; P in panels [Np/16][Kp/2][16][2] (Np a multiple of 16), see the header. int32 chunks of 128 pairs: |a * hi| <= 2^22,
- * |a * lo| < 2^23, so a pair sum is < 2^24 and 128 of them < 2^31. */
+/* out[m][n] (n < N) = sum_k (256 * ah[m][k] + al[m][k]) * P[.] for m < M: the int16 activations a = 256 ah + al
+ * split into a signed high byte ah and an unsigned low byte al (each an int16 row of Kp columns, Kp even, zero
+ * padded), the int16 weights P in panels [Np/16][Kp/2][16][2] (Np a multiple of 16), see the header. Pair
+ * products in int32 with int32 chunk sums of CHUNK pairs: |ah * w| <= 2^22, |al * w| < 2^23, so a pair sum is
+ * < 2^24 and CHUNK of them < 2^31; chunks are combined in int64. */
 #define CHUNK 128
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-/* 4 rows x 16 columns per tile, vpdpwssd (int16 pair products added into int32 lanes) */
-static inline __attribute__((always_inline)) void tile(const int16_t *a, int lda, int nr, int kp2,
-                                                       const int16_t *Ph, const int16_t *Pl, int Np, int n0,
-                                                       int64_t *out, int ldo, int N) {
-    int64_t acc[4][16];
-    memset(acc, 0, sizeof acc);
-    for (int k0 = 0; k0 < kp2; k0 += CHUNK) {
-        int k1 = k0 + CHUNK < kp2 ? k0 + CHUNK : kp2;
-        __m512i ah0 = _mm512_setzero_si512(), ah1 = ah0, ah2 = ah0, ah3 = ah0;
-        __m512i al0 = ah0, al1 = ah0, al2 = ah0, al3 = ah0;
-        for (int kp = k0; kp < k1; kp++) {
-            const __m512i wh = _mm512_loadu_si512((const void *)(Ph + (((size_t)(n0 / 16) * kp2 + kp) * 16 + n0 % 16) * 2));
-            const __m512i wl = _mm512_loadu_si512((const void *)(Pl + (((size_t)(n0 / 16) * kp2 + kp) * 16 + n0 % 16) * 2));
-            int32_t p;
-            memcpy(&p, a + 2 * kp, 4);
-            __m512i b = _mm512_set1_epi32(p);
-            ah0 = _mm512_dpwssd_epi32(ah0, b, wh);
-            al0 = _mm512_dpwssd_epi32(al0, b, wl);
-            if (nr > 1) {
-                memcpy(&p, a + lda + 2 * kp, 4);
-                b = _mm512_set1_epi32(p);
-                ah1 = _mm512_dpwssd_epi32(ah1, b, wh);
-                al1 = _mm512_dpwssd_epi32(al1, b, wl);
-            }
-            if (nr > 2) {
-                memcpy(&p, a + 2 * lda + 2 * kp, 4);
-                b = _mm512_set1_epi32(p);
-                ah2 = _mm512_dpwssd_epi32(ah2, b, wh);
-                al2 = _mm512_dpwssd_epi32(al2, b, wl);
-            }
-            if (nr > 3) {
-                memcpy(&p, a + 3 * lda + 2 * kp, 4);
-                b = _mm512_set1_epi32(p);
-                ah3 = _mm512_dpwssd_epi32(ah3, b, wh);
-                al3 = _mm512_dpwssd_epi32(al3, b, wl);
-            }
-        }
-        int32_t hh[4][16], ll[4][16];
-        _mm512_storeu_si512(hh[0], ah0); _mm512_storeu_si512(ll[0], al0);
-        _mm512_storeu_si512(hh[1], ah1); _mm512_storeu_si512(ll[1], al1);
-        _mm512_storeu_si512(hh[2], ah2); _mm512_storeu_si512(ll[2], al2);
-        _mm512_storeu_si512(hh[3], ah3); _mm512_storeu_si512(ll[3], al3);
-        for (int r = 0; r < 4; r++)
-            for (int j = 0; j < 16; j++) acc[r][j] += (int64_t)hh[r][j] * 256 + ll[r][j];
+static void split_bytes(const int16_t *restrict a, int16_t *restrict hi, int16_t *restrict lo, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        hi[i] = (int16_t)(a[i] >> 8);
+        lo[i] = (int16_t)(a[i] & 255);
     }
-    int nn = N - n0 < 16 ? N - n0 : 16;
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nn; j++) out[(size_t)r * ldo + n0 + j] = acc[r][j];
-}
-#define TILE_N 16
-#elif defined(__AVX2__)
-#define TILE_N 8
-static inline __attribute__((always_inline)) void tile(const int16_t *a, int lda, int nr, int kp2,
-                                                       const int16_t *Ph, const int16_t *Pl, int Np, int n0,
-                                                       int64_t *out, int ldo, int N) {
-    int64_t acc[4][8];
-    memset(acc, 0, sizeof acc);
-    for (int k0 = 0; k0 < kp2; k0 += CHUNK) {
-        int k1 = k0 + CHUNK < kp2 ? k0 + CHUNK : kp2;
-        __m256i ah0 = _mm256_setzero_si256(), ah1 = ah0, ah2 = ah0, ah3 = ah0;
-        __m256i al0 = ah0, al1 = ah0, al2 = ah0, al3 = ah0;
-        for (int kp = k0; kp < k1; kp++) {
-            const __m256i wh = _mm256_loadu_si256((const __m256i *)(Ph + (((size_t)(n0 / 16) * kp2 + kp) * 16 + n0 % 16) * 2));
-            const __m256i wl = _mm256_loadu_si256((const __m256i *)(Pl + (((size_t)(n0 / 16) * kp2 + kp) * 16 + n0 % 16) * 2));
-            int32_t p;
-            memcpy(&p, a + 2 * kp, 4);
-            __m256i b = _mm256_set1_epi32(p);
-            ah0 = _mm256_add_epi32(ah0, _mm256_madd_epi16(b, wh));
-            al0 = _mm256_add_epi32(al0, _mm256_madd_epi16(b, wl));
-            if (nr > 1) {
-                memcpy(&p, a + lda + 2 * kp, 4);
-                b = _mm256_set1_epi32(p);
-                ah1 = _mm256_add_epi32(ah1, _mm256_madd_epi16(b, wh));
-                al1 = _mm256_add_epi32(al1, _mm256_madd_epi16(b, wl));
-            }
-            if (nr > 2) {
-                memcpy(&p, a + 2 * lda + 2 * kp, 4);
-                b = _mm256_set1_epi32(p);
-                ah2 = _mm256_add_epi32(ah2, _mm256_madd_epi16(b, wh));
-                al2 = _mm256_add_epi32(al2, _mm256_madd_epi16(b, wl));
-            }
-            if (nr > 3) {
-                memcpy(&p, a + 3 * lda + 2 * kp, 4);
-                b = _mm256_set1_epi32(p);
-                ah3 = _mm256_add_epi32(ah3, _mm256_madd_epi16(b, wh));
-                al3 = _mm256_add_epi32(al3, _mm256_madd_epi16(b, wl));
-            }
-        }
-        int32_t hh[4][8], ll[4][8];
-        _mm256_storeu_si256((__m256i *)hh[0], ah0); _mm256_storeu_si256((__m256i *)ll[0], al0);
-        _mm256_storeu_si256((__m256i *)hh[1], ah1); _mm256_storeu_si256((__m256i *)ll[1], al1);
-        _mm256_storeu_si256((__m256i *)hh[2], ah2); _mm256_storeu_si256((__m256i *)ll[2], al2);
-        _mm256_storeu_si256((__m256i *)hh[3], ah3); _mm256_storeu_si256((__m256i *)ll[3], al3);
-        for (int r = 0; r < 4; r++)
-            for (int j = 0; j < 8; j++) acc[r][j] += (int64_t)hh[r][j] * 256 + ll[r][j];
-    }
-    int nn = N - n0 < 8 ? N - n0 : 8;
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nn; j++) out[(size_t)r * ldo + n0 + j] = acc[r][j];
 }
 
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define TILE_N 16
+typedef __m512i vec;
+#define V_ZERO() _mm512_setzero_si512()
+#define V_SET1(p) _mm512_set1_epi32(p)
+#define V_LOAD(ptr) _mm512_loadu_si512((const void *)(ptr))
+#define V_DOT(acc, b, w) _mm512_dpwssd_epi32(acc, b, w)
+#define V_STORE(ptr, v) _mm512_storeu_si512((void *)(ptr), v)
+#elif defined(__AVX2__)
+#define TILE_N 8
+typedef __m256i vec;
+#define V_ZERO() _mm256_setzero_si256()
+#define V_SET1(p) _mm256_set1_epi32(p)
+#define V_LOAD(ptr) _mm256_loadu_si256((const __m256i *)(ptr))
+#define V_DOT(acc, b, w) _mm256_add_epi32(acc, _mm256_madd_epi16(b, w))
+#define V_STORE(ptr, v) _mm256_storeu_si256((__m256i *)(ptr), v)
 #endif
 
 #ifdef TILE_N
-static void gemm(const int16_t *a, int lda, int M, int Kp, const int16_t *Ph, const int16_t *Pl, int Np, int N,
-                 int64_t *out, int ldo) {
-    int kp2 = Kp / 2;
-    for (int n0 = 0; n0 < N; n0 += TILE_N) { /* one weight panel (L1-sized) for all rows */
-        for (int m = 0; m < M; m += 4) {
-            int nr = M - m < 4 ? M - m : 4;
-            const int16_t *am = a + (size_t)m * lda;
-            int64_t *om = out + (size_t)m * ldo;
-            switch (nr) {
-            case 4: tile(am, lda, 4, kp2, Ph, Pl, Np, n0, om, ldo, N); break;
-            case 3: tile(am, lda, 3, kp2, Ph, Pl, Np, n0, om, ldo, N); break;
-            case 2: tile(am, lda, 2, kp2, Ph, Pl, Np, n0, om, ldo, N); break;
-            default: tile(am, lda, 1, kp2, Ph, Pl, Np, n0, om, ldo, N); break;
+static inline int32_t pair_at(const int16_t *a, int kp) {
+    int32_t p;
+    memcpy(&p, a + 2 * kp, 4);
+    return p;
+}
+
+/* NR rows (<= 4) x NP * TILE_N columns starting at column n0 (a multiple of 16 plus 0 or 8 for AVX2 halves of a
+ * panel); writes NP * TILE_N columns of each row (out has Np columns). */
+static inline __attribute__((always_inline)) void tile(const int16_t *ah, const int16_t *al, int lda, int NR,
+                                                       int kp2, const int16_t *P, int n0, int NP, int64_t *out,
+                                                       int ldo) {
+    int64_t acc[4][4 * TILE_N];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NP * TILE_N; j++) acc[r][j] = 0;
+    for (int k0 = 0; k0 < kp2; k0 += CHUNK) {
+        int k1 = k0 + CHUNK < kp2 ? k0 + CHUNK : kp2;
+        vec sh[4][4], sl[4][4];
+        for (int r = 0; r < 4; r++)
+            for (int q = 0; q < 4; q++) { sh[r][q] = V_ZERO(); sl[r][q] = V_ZERO(); }
+        for (int kp = k0; kp < k1; kp++) {
+            vec w[4];
+            for (int q = 0; q < NP; q++) {
+                int n = n0 + q * TILE_N;
+                w[q] = V_LOAD(P + (((size_t)(n / 16) * kp2 + kp) * 16 + n % 16) * 2);
+            }
+            for (int r = 0; r < NR; r++) {
+                const vec bh = V_SET1(pair_at(ah + (size_t)r * lda, kp)), bl = V_SET1(pair_at(al + (size_t)r * lda, kp));
+                for (int q = 0; q < NP; q++) {
+                    sh[r][q] = V_DOT(sh[r][q], bh, w[q]);
+                    sl[r][q] = V_DOT(sl[r][q], bl, w[q]);
+                }
             }
         }
+        for (int r = 0; r < NR; r++)
+            for (int q = 0; q < NP; q++) {
+                int32_t hh[TILE_N], ll[TILE_N];
+                V_STORE(hh, sh[r][q]);
+                V_STORE(ll, sl[r][q]);
+                for (int j = 0; j < TILE_N; j++) acc[r][q * TILE_N + j] += (int64_t)hh[j] * 256 + ll[j];
+            }
+    }
+    for (int r = 0; r < NR; r++) memcpy(out + (size_t)r * ldo + n0, acc[r], sizeof(int64_t) * NP * TILE_N);
+}
+
+/* column groups of GN tiles: 4 for one row (independent dot-product chains), fewer for 4 rows (registers) */
+#define TILE_ROWS(NR, GN)                                                                                         \
+    for (; n0 + GN * TILE_N <= Np; n0 += GN * TILE_N) tile(ah, al, lda, NR, kp2, P, n0, GN, out, ldo);          \
+    for (; n0 < Np; n0 += TILE_N) tile(ah, al, lda, NR, kp2, P, n0, 1, out, ldo);
+#define GN4 (TILE_N == 16 ? 2 : 1)
+
+/* rows of 1 (the batch-1 recurrence: 4 column groups for independent dot-product chains) or 4 at a time */
+static void gemm(const int16_t *ah, const int16_t *al, int lda, int M, int Kp, const int16_t *P, int Np,
+                 int64_t *out, int ldo) {
+    const int kp2 = Kp / 2;
+    for (int m = 0; m < M; m += 4) {
+        int n0 = 0;
+        switch (M - m < 4 ? M - m : 4) {
+        case 4: { TILE_ROWS(4, GN4) } break;
+        case 3: { TILE_ROWS(3, GN4) } break;
+        case 2: { TILE_ROWS(2, 2) } break;
+        default: { TILE_ROWS(1, 4) } break;
+        }
+        ah += (size_t)4 * lda;
+        al += (size_t)4 * lda;
+        out += (size_t)4 * ldo;
     }
 }
 #else
-static void gemm(const int16_t *a, int lda, int M, int Kp, const int16_t *Ph, const int16_t *Pl, int Np, int N,
+static void gemm(const int16_t *ah, const int16_t *al, int lda, int M, int Kp, const int16_t *P, int Np,
                  int64_t *out, int ldo) {
     for (int m = 0; m < M; m++) {
-        const int16_t *am = a + (size_t)m * lda;
-        for (int n = 0; n < N; n++) {
+        for (int n = 0; n < Np; n++) {
             int64_t s = 0;
             for (int k = 0; k < Kp; k++) {
                 size_t i = (((size_t)(n / 16) * (Kp / 2) + k / 2) * 16 + n % 16) * 2 + (k & 1);
-                s += (int64_t)am[k] * (256 * (int64_t)Ph[i] + Pl[i]);
+                s += (256 * (int64_t)ah[(size_t)m * lda + k] + al[(size_t)m * lda + k]) * P[i];
             }
             out[(size_t)m * ldo + n] = s;
         }
@@ -293,8 +279,8 @@ static void tanhf_vec(const float *restrict x, float *restrict out, int n) {
         yk = k < 0 ? ykm1 : yk;
         float em = k == 0 ? r0 : (k == -1 ? rm1 : yk);
         float t2 = em + 2.0f;
-        float zbig = 1.0f - 2.0f / t2, zsmall = -em / t2;
-        float z = ge1 ? zbig : zsmall;
+        float q = (ge1 ? 2.0f : -em) / t2; /* one division: 2 / t2 (|x| >= 1) or -em / t2 */
+        float z = ge1 ? 1.0f - q : q;
         out[i] = f_of((w_of(z) & 0x7FFFFFFFu) | (wx & 0x80000000u));
     }
 }
@@ -308,9 +294,86 @@ void quark_tanhf_array(const float *x, float *out, int64_t n) {
 }
 
 /* ---- the time loop ---------------------------------------------------------------------------------------- */
+/* The gate pre-activations of one sequence and step, scaled to float32 (g / 2^25 or g / 2^24 over [k0, k1)). */
+static inline __attribute__((always_inline)) void gates(const QuarkArgs *a, const int64_t *restrict ax,
+                                                        const int64_t *restrict ar, const int64_t *restrict qc,
+                                                        int64_t base, int k0, int k1, float scale,
+                                                        float *restrict gf) {
+    const int64_t qx = a->qx, qh = a->qh;
+    const int64_t lo_w = a->xw.sat ? INT32_MIN : INT64_MIN, hi_w = a->xw.sat ? INT32_MAX : INT64_MAX;
+    const int64_t lo_wq = a->xwq.sat ? INT32_MIN : INT64_MIN, hi_wq = a->xwq.sat ? INT32_MAX : INT64_MAX;
+    const int64_t lo_r = a->hr.sat ? INT32_MIN : INT64_MIN, hi_r = a->hr.sat ? INT32_MAX : INT64_MAX;
+    const int64_t lo_rq = a->hrq.sat ? INT32_MIN : INT64_MIN, hi_rq = a->hrq.sat ? INT32_MAX : INT64_MAX;
+    const int64_t h1 = a->xw.half, d1 = a->xw.delta, s1 = a->xw.shift, h2 = a->xwq.half, d2 = a->xwq.delta,
+                  s2 = a->xwq.shift, h3 = a->hr.half, d3 = a->hr.delta, s3 = a->hr.shift, h4 = a->hrq.half,
+                  d4 = a->hrq.delta, s4 = a->hrq.shift;
+    if (a->faithful) { /* the kernel's int32 gate sum wraps */
+        for (int k = k0; k < k1; k++) {
+            int64_t g = srs_v(srs_v(ax[k], h1, d1, s1, lo_w, hi_w) * qx, h2, d2, s2, lo_wq, hi_wq)
+                        + srs_v(srs_v(ar[k], h3, d3, s3, lo_r, hi_r) * qh, h4, d4, s4, lo_rq, hi_rq) + qc[k] + base;
+            gf[k] = (float)(int32_t)g * scale;
+        }
+    } else {
+        for (int k = k0; k < k1; k++) {
+            int64_t g = srs_v(srs_v(ax[k], h1, d1, s1, lo_w, hi_w) * qx, h2, d2, s2, lo_wq, hi_wq)
+                        + srs_v(srs_v(ar[k], h3, d3, s3, lo_r, hi_r) * qh, h4, d4, s4, lo_rq, hi_rq) + qc[k] + base;
+            gf[k] = (float)g * scale;
+        }
+    }
+}
+
+/* h = o * tanh(c) re-quantised with Y's parameters (kernel.py's two branches), written as int16-domain h, Y's
+ * uint16 codes and optionally dequantized Y. */
+static inline __attribute__((always_inline)) void outputs(const QuarkArgs *a, const float *restrict so_v,
+                                                          const float *restrict th, int16_t *restrict hn,
+                                                          uint16_t *restrict yc, float *restrict yf) {
+    const int H = a->H;
+    const int64_t ohs = a->ohs, ohz = a->ohz, ohz_term = a->ohz_term;
+    const int64_t hh = a->oh.half, dd_ = a->oh.delta, sh = a->oh.shift;
+    if (a->faithful) {
+        for (int j = 0; j < H; j++) {
+            float so = so_v[j] * 0.5f + 0.5f;
+            double d = (double)(so * th[j]) * 16777216.0;
+            double r = __builtin_trunc(__builtin_fabs(d) + 0.5);
+            double rs = d >= 0.0 ? r : (d <= -1.0 ? -r : 0.0); /* the kernel's sign test after truncation */
+            int64_t q = srs_v((int64_t)rs * ohs + ohz_term, hh, dd_, sh, INT64_MIN, INT64_MAX);
+            q = q < -65536 ? -65536 : (q > 65535 ? 65535 : q);
+            hn[j] = (int16_t)q; /* the low 16 bits (defect 2) */
+        }
+    } else {
+        for (int j = 0; j < H; j++) {
+            float so = so_v[j] * 0.5f + 0.5f;
+            double d = (double)(so * th[j]) * 16777216.0;
+            double r = __builtin_trunc(__builtin_fabs(d) + 0.5);
+            double rs = d < 0.0 ? -r : r;
+            int64_t q = srs_v((int64_t)rs * ohs, hh, dd_, sh, INT64_MIN, INT64_MAX) + ohz;
+            q = q < -32768 ? -32768 : (q > 32767 ? 32767 : q);
+            hn[j] = (int16_t)q;
+        }
+    }
+    for (int j = 0; j < H; j++) yc[j] = (uint16_t)((uint16_t)hn[j] ^ 0x8000u);
+    if (yf) {
+        const float ys = a->y_scale;
+        const int32_t zp = a->y_zp;
+        for (int j = 0; j < H; j++) yf[j] = (float)((int32_t)yc[j] - zp) * ys;
+    }
+}
+
+/* c = i * cc + f * c in float32 (i, f = tanhf * 0.5 + 0.5), also copied to cn */
+static inline void cell(const float *restrict vi, const float *restrict vf, const float *restrict vc,
+                        float *restrict c, float *restrict cn, int H) {
+    for (int j = 0; j < H; j++) {
+        float si = vi[j] * 0.5f + 0.5f, sf = vf[j] * 0.5f + 0.5f;
+        float cj = si * vc[j] + sf * c[j];
+        c[j] = cj;
+        cn[j] = cj;
+    }
+}
+
 int quark_run(QuarkArgs *a) {
     const int T = a->T, B = a->B, H = a->H, G = a->G, D = a->D, Ip = a->Ip, Hp = a->Hp, Gp = a->Gp;
     const float s25 = 1.0f / 33554432.0f, s24 = 1.0f / 16777216.0f;
+    split_bytes(a->x, a->xh, a->xl, (size_t)T * B * Ip);
     for (int t = 0; t < T; t++) {
         for (int d = 0; d < D; d++) {
             const int rev = d ? a->rev1 : a->rev0;
@@ -321,65 +384,38 @@ int quark_run(QuarkArgs *a) {
             if (t % a->ts == 0) { /* x projection of the next ts steps of this direction, in input time order */
                 int n = T - t < a->ts ? T - t : a->ts;
                 int lo = rev ? T - t - n : t;
-                gemm(a->x + (size_t)lo * B * Ip, Ip, n * B, Ip, a->Wh + wo, a->Wl + wo, Gp, G,
+                gemm(a->xh + (size_t)lo * B * Ip, a->xl + (size_t)lo * B * Ip, Ip, n * B, Ip, a->W + wo, Gp,
                      a->accx + (size_t)d * a->ts * B * Gp, Gp);
                 a->xlo[d] = lo;
             }
-            gemm(h, Hp, B, Hp, a->Rh + ro, a->Rl + ro, Gp, G, a->acc, Gp);
+            split_bytes(h, a->hs, a->hs + (size_t)B * Hp, (size_t)B * Hp);
+            gemm(a->hs, a->hs + (size_t)B * Hp, Hp, B, Hp, a->R + ro, Gp, a->acc, Gp);
             const int64_t *qc = a->qc + (size_t)d * G;
-            const int64_t *xs = a->xs + ((size_t)d * T + t) * B;
             for (int b = 0; b < B; b++) {
-                int16_t *hb = h + (size_t)b * Hp;
-                float *cb = c + (size_t)b * H;
-                const int64_t *ax = a->accx + (((size_t)d * a->ts + (tx - a->xlo[d])) * B + b) * Gp, *ar = a->acc + (size_t)b * Gp;
-                int64_t hterm = 0;
+                const int16_t *hb = h + (size_t)b * Hp, *xb = a->x + ((size_t)tx * B + b) * Ip;
+                float *restrict cb = c + (size_t)b * H;
+                const int64_t *ax = a->accx + (((size_t)d * a->ts + (tx - a->xlo[d])) * B + b) * Gp,
+                              *ar = a->acc + (size_t)b * Gp;
+                int64_t xsum = 0, hterm = 0;
+                for (int j = 0; j < Ip; j++) xsum += xb[j]; /* padding is zero */
+                const int64_t xs = srs(xsum * a->qa, &a->xss);
                 if (a->has_qb) {
                     int64_t hsum = 0;
                     for (int j = 0; j < H; j++) hsum += hb[j];
                     hterm = srs(hsum * a->qb, &a->hss);
                 }
-                int16_t *yb = a->y + (((size_t)tx * D + d) * B + b) * H;
-                float *gf = a->gf, *v = a->gf + G, *cn = a->gf + 2 * G, *th = a->gf + 2 * G + H;
-                const int64_t xsb = xs[b], qx = a->qx, qh = a->qh;
-                const Srs sxw = a->xw, sxwq = a->xwq, shr = a->hr, shrq = a->hrq;
-                for (int k = 0; k < G; k++) {
-                    int64_t g = srs(srs(ax[k], &sxw) * qx, &sxwq) - xsb + qc[k];
-                    g += srs(srs(ar[k], &shr) * qh, &shrq);
-                    g -= hterm;
-                    gf[k] = a->faithful ? (float)(int32_t)g : (float)g;
-                }
-                for (int k = 0; k < 3 * H; k++) gf[k] *= s25;
-                for (int k = 3 * H; k < G; k++) gf[k] *= s24;
+                float *restrict gf = a->gf, *restrict v = a->gf + G, *restrict cn = a->gf + 2 * G,
+                      *restrict th = a->gf + 2 * G + H;
+                gates(a, ax, ar, qc, -xs - hterm, 0, 3 * H, s25, gf);
+                gates(a, ax, ar, qc, -xs - hterm, 3 * H, G, s24, gf);
                 tanhf_vec(gf, v, G);
-                for (int j = 0; j < H; j++) {
-                    float si = v[j] * 0.5f + 0.5f, sf = v[2 * H + j] * 0.5f + 0.5f;
-                    float cj = si * v[3 * H + j] + sf * cb[j];
-                    cb[j] = cj;
-                    cn[j] = cj;
-                }
+                cell(v, v + 2 * H, v + 3 * H, cb, cn, H);
                 tanhf_vec(cn, th, H);
-                for (int j = 0; j < H; j++) {
-                    float so = v[H + j] * 0.5f + 0.5f;
-                    float hf = so * th[j];
-                    double dd = (double)hf * 16777216.0;
-                    double r = __builtin_trunc((dd < 0 ? -dd : dd) + 0.5);
-                    int64_t hv;
-                    if (a->faithful) {
-                        int64_t ri = dd >= 0.0 ? (int64_t)r : (dd <= -1.0 ? -(int64_t)r : 0);
-                        int64_t q = srs(ri * a->ohs + a->ohz_term, &a->oh);
-                        q = q < -65536 ? -65536 : (q > 65535 ? 65535 : q);
-                        hv = (int16_t)(uint16_t)(uint64_t)q;
-                    } else {
-                        int64_t ri = dd < 0 ? -(int64_t)r : (int64_t)r;
-                        int64_t q = srs(ri * a->ohs, &a->oh) + a->ohz;
-                        hv = q < -32768 ? -32768 : (q > 32767 ? 32767 : q);
-                    }
-                    yb[j] = (int16_t)hv;
-                }
+                const size_t yo = (((size_t)tx * D + d) * B + b) * H;
+                outputs(a, v + H, th, a->hn + (size_t)b * H, a->y + yo, a->yf ? a->yf + yo : NULL);
             }
             /* h is read by every gate of the step above, so it is updated after the whole row set */
-            for (int b = 0; b < B; b++)
-                memcpy(h + (size_t)b * Hp, a->y + (((size_t)tx * D + d) * B + b) * H, (size_t)H * 2);
+            for (int b = 0; b < B; b++) memcpy(h + (size_t)b * Hp, a->hn + (size_t)b * H, (size_t)H * 2);
         }
     }
     return 0;

@@ -1,8 +1,17 @@
 """The public API of :mod:`fusedrnn.quark` (AMD Quark's ExtendedLSTM custom op)."""
 
 from .convert import Conversion, ConversionReport, build_nodes, calibrate, convert
-from .onnx_op import OPS, is_extended_lstm, node_attributes, op_classes, run_model, run_node
-from .op import MODES, dequantize_output, extended_lstm, extended_lstm_quantized, make_scales, y_range
+from .onnx_op import NODE_CACHE, OPS, PreparedCache, is_extended_lstm, node_attributes, op_classes, run_model, run_node
+from .op import (
+    MODES,
+    PreparedExtendedLSTM,
+    dequantize_output,
+    extended_lstm,
+    extended_lstm_quantized,
+    make_scales,
+    prepare,
+    y_range,
+)
 from .ort_extensions import declare_ops, onnxruntime_session, register_model
 from .params import KernelParams, Scales, kernel_params
 from .tanhf import backend as tanhf_backend
@@ -11,10 +20,13 @@ from .tanhf import tanhf
 
 __all__ = [
     "MODES",
+    "NODE_CACHE",
     "OPS",
     "Conversion",
     "ConversionReport",
     "KernelParams",
+    "PreparedCache",
+    "PreparedExtendedLSTM",
     "Scales",
     "build_nodes",
     "calibrate",
@@ -29,6 +41,7 @@ __all__ = [
     "node_attributes",
     "onnxruntime_session",
     "op_classes",
+    "prepare",
     "register_model",
     "run_model",
     "run_node",

@@ -8,6 +8,8 @@ the loop. Every batch row is an independent sequence with its own arithmetic.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ...numerics.int_matmul import IntMatrix, int_matmul
@@ -22,31 +24,73 @@ _SCALE_TANH = _F32(2.0**-24)  # candidate gate: tanh(g / 2^24)
 _Q15 = 2**15  # |x'|, |W'|, |R'|, |h| <= 2^15
 
 
-def run_kernel(xq: np.ndarray, wq: np.ndarray, rq: np.ndarray, p: KernelParams, *, reverse: tuple[bool, ...],
-               faithful: bool, h0: np.ndarray | None = None, c0: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run the recurrence.
+class Recurrence:
+    """The recurrence for one set of weights, prepared once and run on any number of input sequences.
 
-    xq [T, B, I], wq [D, 4H, I], rq [D, 4H, H]: int16-domain integers (gate order i, o, f, c). ``reverse[d]``
-    says whether direction d reads x backwards (its outputs are stored in input time order).
-    h0 [D, B, H] int16-domain initial hidden state (default the kernel's ``ohz``), c0 [D, B, H] float32 initial
-    cell (default 0). Returns (y [T, D, B, H] int16-domain int64, h_T [D, B, H] int64, c_T [D, B, H] float32).
+    wq [D, 4H, I], rq [D, 4H, H]: int16-domain integers (gate order i, o, f, c); p the kernel's constants;
+    ``reverse[d]`` says whether direction d reads x backwards (its outputs are stored in input time order);
+    y_scale / y_zero_point dequantize Y. The C kernel's packed weights are made on the first compiled run and
+    kept; the object is immutable after that and safe to share between threads.
     """
-    T, B, I = xq.shape
+
+    def __init__(self, wq: np.ndarray, rq: np.ndarray, p: KernelParams, *, reverse: tuple[bool, ...],
+                 faithful: bool, y_scale: np.float32, y_zero_point: int):
+        self.wq = np.asarray(wq, dtype=np.int64)
+        self.rq = np.asarray(rq, dtype=np.int64)
+        self.p, self.reverse, self.faithful = p, tuple(reverse), faithful
+        self.y_scale, self.y_zero_point = np.float32(y_scale), int(y_zero_point)
+        self._packed = None
+        self._lock = threading.Lock()
+
+    def _pack(self) -> _compiled.Packed:
+        with self._lock:
+            if self._packed is None:
+                self._packed = _compiled.pack(self.wq, self.rq, self.p, reverse=self.reverse,
+                                              faithful=self.faithful, y_scale=self.y_scale,
+                                              y_zero_point=self.y_zero_point)
+            return self._packed
+
+    def run(self, xcodes: np.ndarray, h0: np.ndarray | None = None, c0: np.ndarray | None = None, *,
+            dequantize: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """xcodes [T, B, I] uint16 codes of X; h0 [D, B, H] int16-domain initial hidden state (default the
+        kernel's ``ohz``), c0 [D, B, H] float32 initial cell (default 0). Returns (Y's uint16 codes
+        [T, D, B, H], h_T [D, B, H] int16-domain int64, c_T [D, B, H] float32, Y float32 [T, D, B, H] when
+        ``dequantize`` else None)."""
+        T, B, _ = xcodes.shape
+        D, G, _ = self.wq.shape
+        H = G // 4
+        p = self.p
+        h = np.full((D, B, H), p.ohz, dtype=np.int16) if h0 is None else np.asarray(h0, dtype=np.int64)
+        c = np.zeros((D, B, H), dtype=_F32) if c0 is None else np.asarray(c0, dtype=_F32)
+        engine = _compiled.default_engine()
+        lib = None if engine == "numpy" else _compiled.load()
+        if engine == "compiled" and lib is None:
+            raise RuntimeError(f"compiled Quark kernel unavailable: {_compiled.unavailable_reason()}")
+        x16 = (np.asarray(xcodes, dtype=np.uint16) ^ np.uint16(0x8000)).view(np.int16)  # q - 32768
+        if lib is not None:
+            y, h, c, yf = _compiled.run(lib, self._pack(), x16, h.astype(np.int16), c, dequantize=dequantize)
+            return y, h.astype(np.int64), c, yf
+        y, h, c = _numpy_loop(x16.astype(np.int64), self.wq, self.rq, p, reverse=self.reverse,
+                              faithful=self.faithful, h=h.astype(np.int16), c=c.copy())
+        yq = (y.view(np.uint16) ^ np.uint16(0x8000))
+        yf = _dequantize(yq, self.y_scale, self.y_zero_point) if dequantize else None
+        return yq, h.astype(np.int64), c, yf
+
+
+def _dequantize(yq: np.ndarray, scale: np.float32, zero_point: int) -> np.ndarray:
+    return (yq.astype(np.int32) - np.int32(zero_point)).astype(np.float32) * np.float32(scale)
+
+
+def _numpy_loop(xq: np.ndarray, wq: np.ndarray, rq: np.ndarray, p: KernelParams, *, reverse: tuple[bool, ...],
+                faithful: bool, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The NumPy loop: xq [T, B, I] int64, h int16 [D, B, H], c float32 [D, B, H] (updated).
+    Returns (y int16 [T, D, B, H] int16-domain, h_T int16, c_T float32)."""
+    T, B, I = xq.shape  # noqa: E741
     D, G, _ = wq.shape
     H = G // 4
-    xsum = xq.astype(np.int64).sum(axis=2)  # [T, B], exact
+    xsum = xq.sum(axis=2)  # [T, B], exact
     xsum = np.stack([xsum[::-1] if r else xsum for r in reverse])  # [D, T, B]
     xs = srs(xsum * p.qa, p.xss, faithful=faithful)
-    h = (np.full((D, B, H), p.ohz, dtype=np.int64) if h0 is None else np.asarray(h0, dtype=np.int64)).astype(np.int16)
-    c = np.zeros((D, B, H), dtype=_F32) if c0 is None else np.asarray(c0, dtype=_F32).copy()
-    engine = _compiled.default_engine()
-    lib = None if engine == "numpy" else _compiled.load()
-    if engine == "compiled" and lib is None:
-        raise RuntimeError(f"compiled Quark kernel unavailable: {_compiled.unavailable_reason()}")
-    if lib is not None:
-        y, h, c = _compiled.run(lib, xq, wq, rq, p, xs, h, c, reverse=reverse, faithful=faithful)
-        return y.astype(np.int64), h.astype(np.int64), c
     # Input part of every gate for every step, hoisted out of the loop: one exact GEMM for all directions.
     # |x'|, |W'| <= 2^15, so every partial sum is <= I * 2^30 <= 2^53 for I <= 2^23: float64 BLAS is exact.
     xs16 = xq.astype(np.int16)
@@ -98,4 +142,4 @@ def run_kernel(xq: np.ndarray, wq: np.ndarray, rq: np.ndarray, p: KernelParams, 
     for d in range(D):
         if reverse[d]:
             y[:, d] = y[::-1, d].copy()
-    return y.astype(np.int64), h.astype(np.int64), c
+    return y, h, c

@@ -8,12 +8,14 @@ ExtendedLSTM nodes on fusedrnn, every other node on ``onnx.reference.ReferenceEv
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from ...errors import AttributeValueError, ConversionError, InputError, UnsupportedFeatureError
-from .op import MODES, extended_lstm
+from .op import MODES, PreparedExtendedLSTM, prepare
 
 # (domain, op_type) of the op and its legacy alias; both run the same kernel
 OPS = (("com.amd.quark", "ExtendedLSTM"), ("com.vai.quantize", "VitisLSTM"))
@@ -50,6 +52,67 @@ def op_arguments(attrs: dict) -> dict[str, Any]:
     return kw
 
 
+class PreparedCache:
+    """Prepared ExtendedLSTMs (:func:`fusedrnn.quark.prepare`) for the weights that ONNX models feed their nodes,
+    reused while a node is fed equal weights. Graph weights usually come out of DequantizeLinear nodes as new
+    arrays every run, so entries are found by value: a key of the attributes, shapes, dtypes and a sample of the
+    values, then a full ``array_equal`` against the cached copies (never array identity, arrays are mutable).
+    At most ``size`` entries (least recently used dropped); thread-safe."""
+
+    def __init__(self, size: int = 32):
+        self.size = size
+        self._entries: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(arrays, mode: str, kw: dict):
+        sample = []
+        for a in arrays:
+            if a is None:
+                sample.append(None)
+                continue
+            flat = a.reshape(-1)
+            sample.append((a.shape, a.dtype.str, flat[:: max(1, flat.size // 32)].tobytes()))
+        return mode, tuple(sorted(kw.items())), tuple(sample)
+
+    def get(self, W, R, B=None, *, mode: str = "faithful", **kw) -> PreparedExtendedLSTM:
+        """The prepared op for these weights and :func:`fusedrnn.quark.prepare` arguments (made on a miss)."""
+        arrays = tuple(None if a is None else np.asarray(a) for a in (W, R, B))
+        try:
+            key = self._key(arrays, mode, kw)
+            hash(key)
+        except (TypeError, ValueError):  # unhashable attribute values, object arrays: no caching
+            return prepare(*arrays, mode=mode, **kw)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and all(
+                    (a is None) == (c is None) and (a is None or np.array_equal(a, c, equal_nan=True))
+                    for a, c in zip(arrays, entry[0], strict=True)):
+                self._entries.move_to_end(key)
+                return entry[1]
+        prepared = prepare(*arrays, mode=mode, **kw)  # validates; raises before anything is cached
+        copies = tuple(None if a is None else a.copy() for a in arrays)
+        with self._lock:
+            self._entries[key] = (copies, prepared)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return prepared
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+NODE_CACHE = PreparedCache()
+"""The cache :func:`run_node` and :mod:`fusedrnn.onnx` models use for their ExtendedLSTM nodes."""
+
+
+def run_prepared(X, W, R, B=None, *, mode: str = "faithful", **kw) -> np.ndarray:
+    """:func:`fusedrnn.quark.extended_lstm` through :data:`NODE_CACHE` (same result, the weights prepared once)."""
+    return NODE_CACHE.get(W, R, B, mode=mode, **kw)(X)
+
+
 def run_node(node, X, W, R, B=None, *, mode: str = "faithful") -> np.ndarray:
     """Run one ExtendedLSTM / VitisLSTM NodeProto on its input arrays; returns Y float32 [T, D, B, H].
 
@@ -60,7 +123,7 @@ def run_node(node, X, W, R, B=None, *, mode: str = "faithful") -> np.ndarray:
     if len([o for o in node.output if o]) != 1:
         raise UnsupportedFeatureError(f"{node.op_type}: exactly one output (Y) is supported by Quark's kernel, "
                                       f"the node has {len(node.output)}")
-    return extended_lstm(X, W, R, B, mode=mode, **op_arguments(node_attributes(node)))
+    return run_prepared(X, W, R, B, mode=mode, **op_arguments(node_attributes(node)))
 
 
 def op_classes(mode: str = "faithful") -> list[type]:

@@ -13,7 +13,7 @@ import numpy as np
 from ...errors import UnsupportedFeatureError
 from ..registry import Target, register
 from .convert import _sequences, calibrate
-from .op import extended_lstm
+from .op import prepare
 
 FEATURES = frozenset({"lstm", "bidirectional"})
 
@@ -32,6 +32,7 @@ def _prepare(layer, calibration, *, faithful: bool):
     seqs = _sequences(calibration, layer.input_size, layer.batch_first)
     attrs, _, _ = calibrate(W, R, B, seqs, direction=layer.direction, faithful=faithful)
     mode = "faithful" if faithful else "corrected"
+    prepared = prepare(W, R, B, hidden_size=H, mode=mode, direction=layer.direction, **attrs)  # once per layer
 
     def run(x, states, lens):
         T, batch, _ = x.shape
@@ -43,14 +44,13 @@ def _prepare(layer, calibration, *, faithful: bool):
             if np.any(h0 != 0) or np.any(c0 != 0):
                 raise UnsupportedFeatureError(f"state: target {name!r} starts from zero states (ExtendedLSTM has "
                                               f"no initial_h / initial_c); use 'quark_corrected'")
-            outs = [extended_lstm(x[:, b: b + 1], W, R, B, hidden_size=H, mode=mode, return_state=True, **attrs)
-                    for b in range(batch)]
-            Y = np.concatenate([o[0] for o in outs], axis=2) if outs else np.zeros((T, 2, 0, H), np.float32)
-            h = np.concatenate([o[1] for o in outs], axis=1) if outs else np.zeros((2, 0, H), np.float32)
-            c = np.concatenate([o[2] for o in outs], axis=1) if outs else np.zeros((2, 0, H), np.float32)
+            if batch == 0:
+                Y, h, c = np.zeros((T, 2, 0, H), np.float32), np.zeros((2, 0, H), np.float32), np.zeros((2, 0, H),
+                                                                                                         np.float32)
+            else:  # the kernel takes batch 1: every row runs as its own sequence (in one call, bit for bit the same)
+                Y, h, c = prepared._run(x, None, None, True, rows=True)
         else:
-            Y, h, c = extended_lstm(x, W, R, B, hidden_size=H, mode=mode, direction=layer.direction,
-                                    initial_h=h0, initial_c=c0, return_state=True, **attrs)
+            Y, h, c = prepared(x, initial_h=h0, initial_c=c0, return_state=True)
         dt = x.dtype
         return Y.astype(dt), (h.astype(dt), c.astype(dt))
 

@@ -1,7 +1,8 @@
-"""Compiled recurrence vs the NumPy engine vs onnxruntime vs PyTorch at small batch: µs per timestep.
+"""Compiled recurrence vs the NumPy engine vs onnxruntime vs PyTorch: µs per timestep.
 
-    python -m benchmarks.bench_compiled                    # S1 and S4; LSTM uni, LSTM bidirectional, GRU
-    python -m benchmarks.bench_compiled --quick --sweep    # + batch sweep (where the compiled loop stops paying)
+    python -m benchmarks.bench_compiled                    # S1-S4; LSTM uni, LSTM bidirectional, GRU
+    python -m benchmarks.bench_compiled --shapes S2,S3     # the batched path (packed GEMM + fused gates)
+    python -m benchmarks.bench_compiled --quick --sweep    # + batch sweep: per-row GEMV vs batched vs NumPy
     OPENBLAS_NUM_THREADS=1 python -m benchmarks.bench_compiled --threads 1                     # every library on 1 core
     OPENBLAS_NUM_THREADS=1 python -m benchmarks.bench_compiled --threads 1 --kernel-threads 2  # bidir on 2 threads
 
@@ -102,14 +103,15 @@ def run_case(p, peers: list[str], profile) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_compiled", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="3-8 rounds per case (about 30 s in all)")
-    ap.add_argument("--shapes", default="S1,S4", help="comma list of " + ",".join(SHAPES))
+    ap.add_argument("--shapes", default="S1,S2,S3,S4", help="comma list of " + ",".join(SHAPES))
     ap.add_argument("--peers", default="ORT,torch", help="comma list of ORT,torch (empty: fusedrnn only)")
     ap.add_argument("--threads", type=int, metavar="N", help="limit numpy BLAS, ORT and torch to N threads")
     ap.add_argument("--kernel-threads", type=int, metavar="N",
                     help="threads of the compiled kernel (2: a bidirectional call runs its directions at once; "
                          "default: --threads when given, else the kernel's default)")
     ap.add_argument("--sweep", action="store_true",
-                    help="also time LSTM forward at S1 sizes for B = 1..32, numpy vs compiled (compiled.MAX_ROWS)")
+                    help="also time LSTM and GRU forward at T=50 I=64 H=128 for B = 1..64: numpy, the per-row compiled "
+                         "path and the batched one (compiled.driver.BATCH_MIN)")
     a = ap.parse_args(argv)
     from fusedrnn.cells import compiled
 
@@ -151,22 +153,34 @@ def main(argv=None) -> int:
             print(f"{'  fastest call':34s}" + "".join(f"{res['best'][c]:17.2f}" if c in us else f"{'-':>17s}"
                                                      for c in cols), flush=True)
     if a.sweep:
-        print("\nbatch sweep, LSTM forward T=50 I=64 H=128 (ratio compiled/numpy; < 1: compiled faster)")
-        for B in (1, 2, 4, 8, 12, 16, 32):
-            p = make_problem("lstm", "forward", Shape(f"B{B}", 50, B, 64, 128))
-            fns = fusedrnn_calls(p)
-            old = compiled.driver.MAX_ROWS
-            compiled.driver.MAX_ROWS = 10**6  # time the compiled loop beyond its default range
-            try:
+        from fusedrnn.cells.compiled import driver
+
+        print("\nbatch sweep, forward T=50 I=64 H=128, µs/step (ratio batched/numpy; < 1: batched faster)")
+        for cell in ("lstm", "gru"):
+            for B in (1, 2, 3, 4, 8, 16, 32, 64):
+                p = make_problem(cell, "forward", Shape(f"B{B}", 50, B, 64, 128))
+                fns = fusedrnn_calls(p)
+                compiled_call = fns.pop("compiled")
+
+                def forced(batch_min, call=compiled_call):
+                    def run():
+                        old = driver.BATCH_MIN, driver.MAX_ROWS
+                        driver.BATCH_MIN, driver.MAX_ROWS = batch_min, 10**6  # time each path beyond its range
+                        try:
+                            return call()
+                        finally:
+                            driver.BATCH_MIN, driver.MAX_ROWS = old
+                    return run
+
+                fns["per-row"], fns["batched"] = forced(10**6), forced(1)
                 t = interleaved_timing(fns, min_rounds=profile[0], max_rounds=profile[1], budget_s=profile[2],
                                        gap_s=0.05)
-            finally:
-                compiled.driver.MAX_ROWS = old
-            us = {n: 1e6 * t.median(n) / p.shape.T for n in fns}
-            print(f"  B={B:3d}: numpy {us['numpy']:8.2f} µs/step  compiled {us['compiled']:8.2f} µs/step  "
-                  f"ratio {t.paired_ratio('compiled', 'numpy'):.2f}", flush=True)
-        print(f"  (default compiled.MAX_ROWS = {compiled.MAX_ROWS}: the compiled loop takes D·B up to it)")
-    print("\nS1/S4 diffs: max |Δ| of Y, Y_h, Y_c between the compiled result and each other implementation.")
+                us = {n: 1e6 * t.median(n) / p.shape.T for n in fns}
+                print(f"  {cell} B={B:3d}: numpy {us['numpy']:8.2f}  per-row {us['per-row']:8.2f}  batched "
+                      f"{us['batched']:8.2f}  ratio {t.paired_ratio('batched', 'numpy'):.2f}", flush=True)
+        print(f"  (defaults: batched path from B = {driver.BATCH_MIN}; per-row path up to D·B = "
+              f"{compiled.MAX_ROWS} for options outside the batched subset)")
+    print("\ndiffs: max |Δ| of Y, Y_h, Y_c between the compiled result and each other implementation.")
     return 0
 
 

@@ -342,3 +342,87 @@ def test_lstm_onnx_gate_order_equals_canonical(seed, dt):
     assert want is not None and got is not None
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def random_batched(rng, cell: str):
+    """A float32 call in the batched subset (packed GEMM with the input projection and gate math fused): B up to
+    64, H a multiple of 16, random I, T, directions, lengths, biases, both GRU forms, both LSTM gate orders."""
+    dt = np.float32
+    T = int(rng.integers(1, 9))
+    B = int(rng.choice([4, 5, 7, 9, 16, 31, 33, 64]))
+    I = int(rng.integers(1, 40))
+    H = int(rng.choice([16, 32, 48, 64]))
+    direction = ["forward", "reverse", "bidirectional"][rng.integers(3)]
+    D = 2 if direction == "bidirectional" else 1
+    G = 4 if cell == "lstm" else 3
+    k = 1 / np.sqrt(H)
+    lens = rng.integers(0, T + 1, size=B).astype(np.int64) if rng.random() < 0.5 else None
+    x = u(rng, dt, T, B, I)
+    args = [x, u(rng, dt, D, G * H, I, scale=k), u(rng, dt, D, G * H, H, scale=k),
+            u(rng, dt, D, G * H, scale=k) if rng.random() < 0.7 else None,
+            u(rng, dt, D, G * H, scale=k) if rng.random() < 0.7 else None, u(rng, dt, D, B, H, scale=0.5)]
+    kw = dict(reverse=[False, True] if D == 2 else [direction == "reverse"], lens=lens)
+    if cell == "lstm":
+        args.append(u(rng, dt, D, B, H, scale=0.5))
+        kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh")]] * D
+    else:
+        kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh")]] * D
+        kw["linear_before_reset"] = bool(rng.integers(2))
+    if rng.random() < 0.25:  # an option outside the batched subset: the per-row path must take the call
+        if cell == "lstm" and rng.random() < 0.5:
+            kw["P"] = u(rng, dt, D, 3, H, scale=0.5)
+        else:
+            kw["clip"] = float(rng.uniform(0.5, 3))
+    return args, kw
+
+
+@settings(max_examples=40, deadline=None)
+@given(cell=st.sampled_from(["lstm", "gru"]), seed=st.integers(0, 2**32 - 1), threads=st.sampled_from([1, 2]))
+def test_batched_path_agrees_with_numpy(cell, seed, threads):
+    """Batches up to 64 rows through the batched kernel (taken by default: D·B may exceed MAX_ROWS), one or two
+    threads (a unidirectional call may split its panels over two threads)."""
+    rng = np.random.default_rng(seed)
+    args, kw = random_batched(rng, cell)
+    make, fast, engine = CELLS[cell]
+    with compiled.disabled():
+        want = engine(*args, **kw)
+    old = compiled.threads()
+    compiled.set_threads(threads)
+    try:
+        outside = "P" in kw or "clip" in kw
+        got = fast(*args, **kw, max_rows=10**6 if outside or len(kw["reverse"]) * args[0].shape[1] <= compiled.MAX_ROWS
+                   else None)
+    finally:
+        compiled.set_threads(old)
+    agree(got, want, np.float32, f"{cell} seed={seed} threads={threads} x{args[0].shape} H={args[2].shape[2]} "
+                                 f"lens={kw['lens']} rev={kw['reverse']} lbr={kw.get('linear_before_reset')}")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("cell,lbr", [("lstm", None), ("gru", False), ("gru", True)])
+def test_batched_path_threads_split(cell, lbr, threads):
+    """A unidirectional call large enough to split its panels over two threads (the barrier per step), and a
+    bidirectional one running a direction per thread: equal to the NumPy engine, taken by default at B = 48."""
+    rng = np.random.default_rng(5)
+    dt, T, B, I, H = np.float32, 6, 48, 24, 64
+    G = 4 if cell == "lstm" else 3
+    for D in (1, 2):
+        args = [u(rng, dt, T, B, I), u(rng, dt, D, G * H, I, scale=0.2), u(rng, dt, D, G * H, H, scale=0.2),
+                u(rng, dt, D, G * H, scale=0.2), u(rng, dt, D, G * H, scale=0.2), u(rng, dt, D, B, H, scale=0.5)]
+        kw = dict(reverse=[False, True][:D], lens=rng.integers(0, T + 1, size=B).astype(np.int64))
+        if cell == "lstm":
+            args.append(u(rng, dt, D, B, H, scale=0.5))
+            kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh")]] * D
+        else:
+            kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh")]] * D
+            kw["linear_before_reset"] = lbr
+        make, fast, engine = CELLS[cell]
+        with compiled.disabled():
+            want = engine(*args, **kw)
+        old = compiled.threads()
+        compiled.set_threads(threads)
+        try:
+            got = fast(*args, **kw)
+        finally:
+            compiled.set_threads(old)
+        agree(got, want, dt, f"{cell} D={D} lbr={lbr} threads={threads}")

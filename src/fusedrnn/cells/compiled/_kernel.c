@@ -10,8 +10,12 @@
  * direction reads and writes time index len_b - 1 - s; rows with s >= len_b are left alone.
  * float32 Sigmoid / Tanh use the vectorised approximations below (<= ~2 ulp); everything else uses libm.
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE  /* sched_getcpu, pthread_attr_setaffinity_np */
+#endif
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +50,53 @@ typedef struct {
     int32_t threads;                /* >= 2: a bidirectional chunk runs its two directions on two threads */
     int32_t gperm[4];               /* gate q of the kernel's order is block gperm[q] of xp, xb, R and bh */
     const void *xb;                 /* [D, G*H] bias added to xp (source gate order) or NULL */
+    void *Rpk;                      /* float32 batched path: [D, G*H*(I+H)] room for the packed [W | R] */
+    const void *x;                  /* float32 batched path: [T, B, I] input (no hoisted projection), or NULL */
+    const void *W;                  /* float32 batched path: [D, G*H, I] */
+    int32_t I;
+    int32_t batch_min;              /* least B for the batched path */
 } rnn_args;
+
+int f32_batched_ok(const rnn_args *a);
+
+/* Starts fn(arg) on a new thread that begins on a CPU other than the caller's where the process may use several,
+ * then may run anywhere again: a new thread woken next to its parent can share that core for milliseconds before
+ * the scheduler moves it (measured here: bimodal 10 / 26 ms calls with a per-step barrier), while a thread kept
+ * off a core would wait behind whatever else runs on the other one. 1 when started. */
+#if defined(__linux__)
+typedef struct { void *(*fn)(void *); void *arg; cpu_set_t all; } spawn_t;
+
+static void *spawn_main(void *p) {
+    spawn_t sp = *(spawn_t *)p;
+    free(p);
+    pthread_setaffinity_np(pthread_self(), sizeof sp.all, &sp.all);
+    return sp.fn(sp.arg);
+}
+#endif
+
+static int spawn_elsewhere(pthread_t *th, void *(*fn)(void *), void *arg) {
+#if defined(__linux__)
+    spawn_t *sp = malloc(sizeof *sp);
+    int cpu = sched_getcpu();
+    if (sp && cpu >= 0 && cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof sp->all, &sp->all) == 0
+        && CPU_COUNT(&sp->all) > 1 && CPU_ISSET(cpu, &sp->all)) {
+        pthread_attr_t attr;
+        cpu_set_t other = sp->all;
+        CPU_CLR(cpu, &other);
+        sp->fn = fn;
+        sp->arg = arg;
+        if (pthread_attr_init(&attr) == 0) {
+            int ok = pthread_attr_setaffinity_np(&attr, sizeof other, &other) == 0
+                && pthread_create(th, &attr, spawn_main, sp) == 0;
+            pthread_attr_destroy(&attr);
+            if (ok) return 1;
+        }
+    }
+    free(sp);
+#endif
+    return pthread_create(th, NULL, fn, arg) == 0;
+}
+static int f32_run_batched(const rnn_args *a);
 
 #define PAD(n, v) (((n) + (v) - 1) / (v) * (v))
 
@@ -187,6 +237,7 @@ static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *p
 #undef EXPM1
 #undef LOG1P
 #undef EXP
+#include "_batched.h"
 
 #define REAL double
 #define SFX(name) f64_##name
@@ -200,4 +251,4 @@ static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *p
 #include "_kernel_body.h"
 #undef FAST
 
-int fusedrnn_abi_version(void) { return 4; }
+int fusedrnn_abi_version(void) { return 5; }

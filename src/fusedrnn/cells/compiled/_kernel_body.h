@@ -349,6 +349,9 @@ static void *SFX(thread_main)(void *p) {
 
 /* Runs the chunk; with threads >= 2 and two directions, the second direction runs on its own thread. */
 int SFX(run)(const rnn_args *a) {
+#if FAST
+    if (f32_batched_ok(a)) return f32_run_batched(a);
+#endif
     if (a->D == 2 && a->threads >= 2) {
         pthread_t th;
         SFX(job) j = {a, 1, 0};

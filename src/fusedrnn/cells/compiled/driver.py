@@ -1,10 +1,12 @@
-"""Python side of the compiled recurrence: checks the options are in the compiled subset, hoists the input
-projection (one BLAS GEMM per direction and chunk of steps), and runs the kernel once per chunk.
+"""Python side of the compiled recurrence: checks the options are in the compiled subset; on the per-row path
+hoists the input projection (one BLAS GEMM per direction and chunk of steps) and runs the kernel once per chunk;
+on the float32 batched path (the kernel computes x·Wᵀ in its tiles) runs the kernel once.
 
 The ``run_*`` functions take exactly the arguments of :func:`fusedrnn.cells.lstm_sequence`,
 :func:`~fusedrnn.cells.gru_sequence` and :func:`~fusedrnn.cells.rnn_sequence` and return the same tuple, or
 ``None`` when they do not handle the call (kernel unavailable or switched off, a rounding policy other than
-EXACT, an ``h_feed``, a dtype other than float32/float64, or more than ``max_rows`` rows of D·B), in which case
+EXACT, an ``h_feed``, a dtype other than float32/float64, or more than ``max_rows`` rows of D·B; by default
+MAX_ROWS, or BATCHED_MAX_ROWS where the batched path takes the call), in which case
 the caller runs its NumPy loop.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import threading
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -23,8 +26,17 @@ from ..rounding import EXACT, RoundingPolicy
 from . import _build
 
 MAX_ROWS = 8
-"""Default largest D·B the compiled loop takes: above it the NumPy engines' per-step BLAS GEMM over all rows
-is as fast (measured in benchmarks/bench_compiled.py)."""
+"""Default largest D·B the compiled loop takes for options outside the batched subset (its per-row GEMV): above
+it the NumPy engines' per-step BLAS GEMM over all rows is as fast (measured in benchmarks/bench_compiled.py)."""
+
+BATCH_MIN = 3
+"""Least batch for the float32 batched path (below it the per-row GEMV path runs; measured in
+benchmarks/bench_compiled.py --sweep)."""
+
+BATCHED_MAX_ROWS = 1024
+"""Default largest D·B for the float32 batched path (packed GEMM + fused gates per step; the LSTM without
+peepholes, projection, layer norm, clips or coupling, and the GRU, with default activations, H a multiple of
+the kernel's vector width): it was measured faster than the NumPy engine at every batch up to 64 (S2, S3)."""
 
 PROJECTION_BUFFER_BYTES = 4 << 20
 """Input-projection buffer per kernel call; the projection of a chunk of steps is one GEMM per direction."""
@@ -67,6 +79,8 @@ class _Args(ctypes.Structure):
         ("bh", ctypes.c_void_p), ("P", ctypes.c_void_p), ("projW", ctypes.c_void_p), ("projb", ctypes.c_void_p),
         ("ln", ctypes.c_void_p), ("h", ctypes.c_void_p), ("c", ctypes.c_void_p), ("Y", ctypes.c_void_p),
         ("threads", ctypes.c_int32), ("gperm", ctypes.c_int32 * 4), ("xb", ctypes.c_void_p),
+        ("Rpk", ctypes.c_void_p), ("x", ctypes.c_void_p), ("W", ctypes.c_void_p), ("I", ctypes.c_int32),
+        ("batch_min", ctypes.c_int32),
     ]
 
 
@@ -110,7 +124,7 @@ def _lib_for(x: np.ndarray, policy: RoundingPolicy, h_feed, D: int, max_rows: in
         return None
     if x.dtype not in (np.float32, np.float64) or x.ndim != 3:
         return None
-    if D * x.shape[1] > (MAX_ROWS if max_rows is None else max_rows):
+    if D * x.shape[1] > (BATCHED_MAX_ROWS if max_rows is None else max_rows):
         return None
     return _build.load()
 
@@ -144,7 +158,7 @@ so ONNX-order weights need no reordered copy."""
 
 def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int, diagonal=False, lbr=False,
          coupling=None, bh=None, P=None, proj_W=None, proj_b=None, ln=None, clip=None, cell_clip=None,
-         proj_clip=None, gperm=_IDENTITY):
+         proj_clip=None, gperm=_IDENTITY, max_rows=None):
     dt = x.dtype
     T, B, I = x.shape
     D, GH = W.shape[0], W.shape[1]
@@ -164,9 +178,6 @@ def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int
         if np.all(lens == T):
             lens = None
     steps = T if lens is None else int(lens.max(initial=0))
-    h = np.array(h0, dtype=dt, order="C", copy=True)
-    c = np.array(c0, dtype=dt, order="C", copy=True) if c0 is not None else None
-    Y = np.zeros((T, D, B, Hp), dt) if lens is not None else np.empty((T, D, B, Hp), dt)
     rev = [bool(r) for r in reverse]
     args = _Args()
     args.kind, args.D, args.B, args.H, args.Hp, args.G, args.T = _KIND[kind], D, B, H, Hp, G, T
@@ -186,19 +197,64 @@ def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int
             arr = np.ascontiguousarray(arr, dtype=None if name == "lens" else dt)
             keep.append(arr)
             setattr(args, name, arr.ctypes.data)
+    batched = False  # (decided with every option set in args)
+    if dt == np.float32:  # the batched path reads x and W itself (no hoisted projection)
+        xc, Wc = np.ascontiguousarray(x), np.ascontiguousarray(W, dtype=dt)
+        args.x, args.W, args.I, args.batch_min = xc.ctypes.data, Wc.ctypes.data, I, max(1, BATCH_MIN)
+        batched = bool(lib.f32_batched_ok(ctypes.byref(args)))
+        if batched:
+            keep += [xc, Wc]
+        else:
+            args.x = args.W = None
+    if D * B > (MAX_ROWS if max_rows is None else max_rows) and not batched:
+        return None
+    h = np.array(h0, dtype=dt, order="C", copy=True)
+    c = np.array(c0, dtype=dt, order="C", copy=True) if c0 is not None else None
+    Y = np.zeros((T, D, B, Hp), dt) if lens is not None else np.empty((T, D, B, Hp), dt)
     args.h, args.Y = h.ctypes.data, Y.ctypes.data
     if c is not None:
         args.c = c.ctypes.data
-    args.threads = _switch["threads"] if D == 2 and steps * B * GH * Hp >= THREAD_MIN_MACS else 1
+    args.threads = _switch["threads"] if steps * B * GH * Hp >= THREAD_MIN_MACS else 1
+    if batched:  # room for the packed [W | R], filled by the kernel
+        args.Rpk = _pack_buffer(D * GH * (I + Hp))
 
+    run = lib.f32_run if dt == np.float32 else lib.f64_run
+    ref = ctypes.byref(args)
+    if batched:  # the kernel computes the input projection in its tiles: one call for all steps
+        args.K, args.s0, args.s1 = 1, 0, steps
+        if steps and run(ref) != 0:
+            raise MemoryError("compiled recurrence: could not allocate its work buffer")
+    else:
+        _run_chunks(run, ref, args, x, W, lens, rev, steps, D, B, I, GH, dt)
+    del keep
+    if lens is not None:
+        h[:, lens == 0] = 0
+        if c is not None:
+            c[:, lens == 0] = 0
+    return (Y, h) if c is None else (Y, h, c)
+
+
+_local = threading.local()
+
+
+def _pack_buffer(n: int) -> int:
+    """Address of n float32, 64-byte aligned, reused by the calls of this thread (its pages stay mapped: a fresh
+    buffer of several MiB per call costs about as much as packing into it)."""
+    buf = getattr(_local, "pack", None)
+    if buf is None or buf.size < n + 16:
+        buf = _local.pack = np.empty(n + 16, np.float32)
+    return buf.ctypes.data + 4 * ((-buf.ctypes.data % 64) // 4)
+
+
+def _run_chunks(run, ref, args, x, W, lens, rev, steps, D, B, I, GH, dt) -> None:
+    """Per-row path: the input projection hoisted (one BLAS GEMM per direction and chunk of steps), then the
+    kernel once per chunk."""
     per_step = D * B * GH * dt.itemsize
     K = max(1, min(steps, max(PROJECTION_BUFFER_BYTES // max(per_step, 1), -(-256 // max(B, 1)))))
     args.K = K
     xr = reverse_valid_prefix(x, lens) if any(rev) and steps else None
     xp = np.empty((D, K, B, GH), dt)
     args.xp = xp.ctypes.data
-    run = lib.f32_run if dt == np.float32 else lib.f64_run
-    ref = ctypes.byref(args)
     for s0 in range(0, steps, K):
         m = min(K, steps - s0)
         for d in range(D):
@@ -208,12 +264,6 @@ def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int
         args.s0, args.s1 = s0, s0 + m
         if run(ref) != 0:
             raise MemoryError("compiled recurrence: could not allocate its work buffer")
-    del keep
-    if lens is not None:
-        h[:, lens == 0] = 0
-        if c is not None:
-            c[:, lens == 0] = 0
-    return (Y, h) if c is None else (Y, h, c)
 
 
 def _sum(a, b, dt) -> np.ndarray | None:
@@ -237,7 +287,7 @@ def run_lstm(x, W, R, b_x, b_h, h0, c0, *, reverse, acts, lens=None, P=None, cli
     return _run(lib, "lstm", x, W, R, None if ln is not None else bias, h0, c0, reverse, acts, lens, Hp=Hp,
                 diagonal=R.ndim == 2, coupling=coupling, bh=bias if ln is not None else None, P=P, proj_W=proj_W,
                 proj_b=proj_b, ln=ln, clip=clip, cell_clip=cell_clip, proj_clip=proj_clip,
-                gperm=GATE_ORDERS[gate_order])
+                gperm=GATE_ORDERS[gate_order], max_rows=max_rows)
 
 
 def run_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linear_before_reset=False,
@@ -254,7 +304,7 @@ def run_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linea
         b_h = np.concatenate([b_h[:, : 2 * H], np.zeros((D, H), b_h.dtype)], axis=1)
     bias = _sum(b_x, b_h, dt)
     return _run(lib, "gru", x, W, R, bias, h0, None, reverse, acts, lens, Hp=H, lbr=bool(linear_before_reset),
-                bh=b_hn, clip=clip)
+                bh=b_hn, clip=clip, max_rows=max_rows)
 
 
 def run_rnn(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, policy: RoundingPolicy = EXACT,
@@ -265,4 +315,4 @@ def run_rnn(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, polic
     if lib is None:
         return None
     bias = _sum(b_x, b_h, x.dtype)
-    return _run(lib, "rnn", x, W, R, bias, h0, None, reverse, acts, lens, Hp=H, clip=clip)
+    return _run(lib, "rnn", x, W, R, bias, h0, None, reverse, acts, lens, Hp=H, clip=clip, max_rows=max_rows)

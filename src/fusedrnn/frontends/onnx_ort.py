@@ -222,10 +222,12 @@ def _rewrite(proto, token: str, overridable: set):
     constants: dict = {}
 
     def constant(tensor):
+        # keyed by identity, holding the TensorProto: protobuf may hand out short-lived wrapper objects, and the
+        # id of a freed one can be reused by another tensor (that made nodes read each other's weights)
         key = id(tensor)
         if key not in constants:
-            constants[key] = numpy_helper.to_array(tensor)
-        return constants[key]
+            constants[key] = (tensor, numpy_helper.to_array(tensor))
+        return constants[key][1]
 
     def rewrite_graph(graph, scope: _Scope):
         inner = _Scope({**scope.initializers, **{t.name: t for t in graph.initializer}})

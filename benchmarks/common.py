@@ -287,7 +287,13 @@ def set_threads(n: int) -> str:
         torch.set_num_threads(n)
     except ImportError:
         pass
-    return f"{n} thread(s) for numpy BLAS, ORT intra-op and torch intra-op"
+    try:  # fusedrnn's own compiled loops (FUSEDRNN_THREADS)
+        from fusedrnn.cells import compiled
+
+        compiled.set_threads(n)
+    except (ImportError, AttributeError):
+        pass
+    return f"{n} thread(s) for numpy BLAS, fusedrnn's compiled loops, ORT intra-op and torch intra-op"
 
 
 PEER_FACTORIES: dict[str, Callable[[Problem], Runner]] = {"ORT": ort_runner, "torch": torch_runner}

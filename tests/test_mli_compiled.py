@@ -90,3 +90,69 @@ def test_engine_argument_is_validated():
     with pytest.raises(ValueError, match="engine"):
         with _compiled.use_engine("fast"):
             pass
+
+
+def _eltwise_c(lib, op, p1, p2, po, mode, fast_params):
+    """The kernel's ew_pass on every int8 operand pair (sa8: direct evaluation when fast_params, else the table)."""
+    from fusedrnn.targets.mli import eltwise as E
+
+    a = np.repeat(np.arange(-128, 128, dtype=np.int64), 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int64), 256)
+    out = np.zeros_like(a)
+    keep = _compiled._Keep()
+    x = _compiled.EwArgs()
+    x.op = _compiled.binop_struct(keep, ("tab", E._sa8_table(op, p1, p2, po, mode)))
+    x.e = _compiled.ew_struct(fast_params)
+    x.n, x.mode, x.sa8 = a.size, 0 if mode == "up" else 1, 1
+    x.a, x.b, x.out = a.ctypes.data, b.ctypes.data, out.ctypes.data
+    lib.mli2_eltwise(x)
+    return a, b, out
+
+
+def test_sa8_eltwise_direct_equals_numpy():
+    """The kernel's direct sa8 MUL / ADD / SUB (no table) equals eltwise.sa8_mul / sa8_addsub on all 65536 int8
+    operand pairs, for random quantization parameters over the whole range (slow-path cases use the table)."""
+    from fusedrnn.targets.mli import eltwise as E
+
+    lib = _compiled.load()
+    rng = np.random.default_rng(11)
+    fast_seen = {"mul": 0, "add": 0, "sub": 0}
+    for i in range(60):
+        op = ("mul", "add", "sub")[i % 3]
+        mode = ("up", "convergent")[(i // 3) % 2]
+
+        def p():
+            zr = 128 if rng.random() < 0.6 else 32768
+            return (int(rng.integers(1, 32768)), int(rng.integers(-zr, zr)), int(rng.integers(-2, 24)))
+
+        p1, p2, po = p(), p(), p()
+        fp = E.sa8_fast_params(op, p1, p2, po, mode)
+        fast_seen[op] += fp is not None
+        a, b, got = _eltwise_c(lib, op, p1, p2, po, mode, fp)
+        ref = E.sa8_mul(a, p1, b, p2, po, mode) if op == "mul" else E.sa8_addsub(a, p1, b, p2, po, mode, op == "sub")
+        np.testing.assert_array_equal(got, ref, err_msg=f"{op} {mode} {p1} {p2} {po} fast={fp}")
+    assert min(fast_seen.values()) >= 3, fast_seen
+
+
+def test_quantize_compiled_equals_numerics():
+    """The kernel's per-tensor quantizer equals numerics.affine.mli_quantize (float32 steps, x86 casts) on values
+    spanning rounding ties, out-of-range casts, infinities, NaN and subnormals, for random sa8 / fx parameters."""
+    from fusedrnn.numerics.affine import mli_quantize
+
+    lib = _compiled.load()
+    rng = np.random.default_rng(5)
+    special = np.array([0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3e38, -3e38,
+                        2.0**31, -(2.0**31), 2.0**31 - 128, 127.5, -128.5], np.float32)
+    for i in range(40):
+        bits = (8, 16)[i % 2]
+        scale, zp = int(rng.integers(1, 32768)), int(rng.integers(-32768, 32768))
+        fb = int(rng.integers(-20, 40)) if i % 4 else int(rng.integers(-128, 128))
+        if i % 3 == 0:
+            scale, zp = 1, 0
+        x = np.concatenate([special, (rng.standard_normal(500) * 10.0 ** rng.uniform(-6, 6, 500)).astype(np.float32),
+                            (rng.integers(-300, 300, 200) / 2.0 ** rng.integers(0, 6, 200)).astype(np.float32)])
+        x = x[: len(x) // 4 * 4].reshape(4, -1)[:, ::2] if i % 5 == 0 else x  # 2-D, not contiguous
+        got = _compiled.quantize(lib, x, bits=bits, frac_bits=fb, scale=scale, zero_point=zp)
+        ref = mli_quantize(x, bits=bits, frac_bits=fb, scale=scale, zero_point=zp)
+        assert got.shape == ref.shape
+        np.testing.assert_array_equal(got, ref.astype(np.int64), err_msg=f"{bits} {scale} {zp} {fb}")

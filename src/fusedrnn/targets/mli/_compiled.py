@@ -21,7 +21,7 @@ from ...cells.compiled import _build
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "_kernel.c"
-ABI = 2
+ABI = 3
 
 _lock = threading.Lock()
 _state: dict = {"tried": False, "lib": None, "reason": None}
@@ -34,8 +34,12 @@ class Binop(ctypes.Structure):
     _fields_ = [("tab", P), ("kind", I32), ("sa", I32), ("sb", I32), ("so", I32)]
 
 
+class Ew(ctypes.Structure):
+    _fields_ = [(n, I32) for n in ("kind", "fast", "z1", "z2", "zo", "m1", "m2", "s1", "s2", "pad")]
+
+
 class Act(ctypes.Structure):
-    _fields_ = [("tab", P), ("off", I32), ("pad", I32)]
+    _fields_ = [("tab", P), ("off", I32), ("pad", I32), ("tab32", P)]
 
 
 class Mli2Args(ctypes.Structure):
@@ -44,12 +48,22 @@ class Mli2Args(ctypes.Structure):
         ("mul", I64 * 4), ("shift", I64 * 4), ("one", I64), ("r0", P), ("r0n", P), ("W", P), ("Wn", P),
         ("cs", P), ("csn", P), ("sig", Act), ("tnh", Act), ("actc", Act), ("op", Binop * 5), ("valid", P),
         ("h", P), ("c", P), ("Y", P), ("hk", P), ("acc", P), ("tmp", P)] + [
-        (n, I32) for n in ("Kp", "np_w", "np_n", "pad2")] + [("W2", P), ("Wn2", P), ("acc32", P)]
+        (n, I32) for n in ("Kp", "np_w", "np_n", "pad2")] + [("W2", P), ("Wn2", P), ("acc32", P),
+                                                               ("ew", Ew * 5)]
+
+
+class EwArgs(ctypes.Structure):
+    _fields_ = [("op", Binop), ("e", Ew), ("n", I32), ("mode", I32), ("sa8", I32), ("pad", I32), ("a", P),
+                ("b", P), ("out", P)]
 
 
 class PartArgs(ctypes.Structure):
     _fields_ = [(n, I32) for n in ("flavor", "mode", "R", "N", "G", "ld", "f64", "out64", "zp_in", "pad")] + [
         ("mul", I64 * 4), ("shift", I64 * 4), ("accf", P), ("cs", P), ("bias", P), ("out", P)]
+
+
+class QuantArgs(ctypes.Structure):
+    _fields_ = [("n", I64), ("sv", ctypes.c_float), ("zp", I32), ("lo", I32), ("hi", I32), ("x", P), ("out", P)]
 
 
 class Mli1Args(ctypes.Structure):
@@ -61,7 +75,8 @@ class Mli1Args(ctypes.Structure):
 
 def _bind(lib) -> None:
     for name, st in (("mli2_lstm", Mli2Args), ("mli2_gru", Mli2Args), ("mli1_lstm", Mli1Args),
-                     ("mli2_partials", PartArgs)):
+                     ("mli2_partials", PartArgs), ("mli2_eltwise", EwArgs),
+                     ("mli_quantize_f32", QuantArgs)):
         fn = getattr(lib, name)
         fn.argtypes = [ctypes.POINTER(st)]
         fn.restype = ctypes.c_int
@@ -110,7 +125,8 @@ class _Keep:
 
 
 def act_struct(keep: _Keep, table: np.ndarray, off: int) -> Act:
-    return Act(keep(table, np.int16), off, 0)
+    """An activation table; small (sa8, 256-entry) ones also widened to int32 for the kernel's vector gathers."""
+    return Act(keep(table, np.int16), off, 0, keep(table, np.int32) if table.size <= 256 else None)
 
 
 def binop_struct(keep: _Keep, op: tuple) -> Binop:
@@ -120,6 +136,24 @@ def binop_struct(keep: _Keep, op: tuple) -> Binop:
     if op[0] == "mul":
         return Binop(None, 0, 0, 0, op[1])
     return Binop(None, 1 if op[0] == "add" else 2, *op[1:])
+
+
+def quantize(lib, x, *, bits: int, frac_bits: int, scale: int = 1, zero_point: int = 0) -> np.ndarray:
+    """numerics.affine.mli_quantize per tensor through the kernel (same results), as int64. ``scale`` in
+    [1, 32767], ``zero_point`` int16, ``frac_bits`` in [-128, 127], ``bits`` 8 or 16 (not checked here)."""
+    x = np.ascontiguousarray(x, np.float32)
+    out = np.empty(x.shape, np.int64)
+    with np.errstate(over="ignore", under="ignore"):
+        sv = np.ldexp(np.float32(1.0) / np.float32(scale), np.int32(frac_bits)).astype(np.float32)
+    a = QuantArgs(x.size, float(sv), int(zero_point), -(1 << (bits - 1)), (1 << (bits - 1)) - 1, x.ctypes.data,
+                  out.ctypes.data)
+    lib.mli_quantize_f32(a)
+    return out
+
+
+def ew_struct(params: tuple | None) -> Ew:
+    """The sa8 direct-evaluation parameters of :func:`.eltwise.sa8_fast_params` (None: use the table)."""
+    return Ew(0, 0, *([0] * 8)) if params is None else Ew(params[0], 1, *params[1:], 0)
 
 
 def transposed_int16(W2: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@
 #include <immintrin.h>
 #endif
 
-#define MLI_ABI 2
+#define MLI_ABI 3
 int mli_abi_version(void) { return MLI_ABI; }
 
 /* ---- mli_math.h primitives on int64 values (see _arith.py) ------------------------------------------------ */
@@ -106,6 +106,7 @@ typedef struct {
 typedef struct {
     const int16_t *tab; /* y = tab[x + off] for every possible input x */
     int32_t off, pad;
+    const int32_t *tab32; /* sa8: the same table widened to int32 (vector gathers), else NULL */
 } act_t;
 
 #define AI static inline __attribute__((always_inline))
@@ -118,6 +119,71 @@ AI int64_t bin(const binop *op, int64_t a, int64_t b, int mode, int sa8) {
     return sat_w(rnd_w(s, op->so, 64, mode), 16);
 }
 static inline int64_t act(const act_t *a, int64_t x) { return a->tab[x + a->off]; }
+
+/* sa8 MUL / ADD / SUB computed from their parameters (eltwise.py sa8_mul / sa8_addsub) on int8 operands, where
+ * the parameters rule out every saturating shift (the Python side decides ``fast``; otherwise the table is used):
+ * MUL: p = sat16(a - z1)·sat16(b - z2) (|p| <= 2^30), p16 = sat16(rnd32(p, s1)) with 0 <= s1 <= 3,
+ *      t = sat16(rnd32(p16·m1, s2)) with 1 <= s2 <= 30;
+ * ADD/SUB: v_i = rnd32(sat16(x_i - z_i)·m_i, s_i) with 0 <= s_i <= 30, s = sat16(v1 ± v2) (= sat16(sat32(.)));
+ * then y = sat8(sat16(t + zo)). All products fit int32, so these are the rnd_w results without saturation. */
+typedef struct {
+    int32_t kind, fast;     /* kind 0 MUL, 1 ADD, 2 SUB */
+    int32_t z1, z2, zo, m1, m2, s1, s2, pad;
+} ew_t;
+
+AI int32_t sat_i(int32_t x, int32_t lo, int32_t hi) { return x < lo ? lo : (x > hi ? hi : x); }
+/* rnd32 by 0 <= n <= 30 of |x| <= 2^30 (no saturation): ROUND_UP or ROUND_CONVERGENT */
+AI int32_t rnd_s(int32_t x, int32_t n, const int mode) {
+    const int32_t c = n > 0 ? (int32_t)1 << (n - 1) : 0;
+    if (mode == 0) return (x + c) >> n;
+    const int32_t r = x >> n, rem = x & (((int32_t)1 << n) - 1);
+    return r + ((n > 0) & ((rem > c) | ((rem == c) & (r & 1))));
+}
+AI int32_t ew_mul(const ew_t e, int32_t a, int32_t b, const int mode) {
+    const int32_t p = sat_i(a - e.z1, -32768, 32767) * sat_i(b - e.z2, -32768, 32767);
+    const int32_t p16 = sat_i(rnd_s(p, e.s1, mode), -32768, 32767);
+    const int32_t t = sat_i(rnd_s(p16 * e.m1, e.s2, mode), -32768, 32767);
+    return sat_i(t + e.zo, -128, 127); /* |t + zo| < 2^16: sat8(sat16(.)) = sat8(.) */
+}
+AI int32_t ew_add(const ew_t e, int32_t a, int32_t b, const int sub, const int mode) {
+    const int32_t v1 = rnd_s(sat_i(a - e.z1, -32768, 32767) * e.m1, e.s1, mode);
+    const int32_t v2 = rnd_s(sat_i(b - e.z2, -32768, 32767) * e.m2, e.s2, mode);
+    const int64_t s = sub ? (int64_t)v1 - v2 : (int64_t)v1 + v2;
+    const int32_t s16 = (int32_t)(s < -32768 ? -32768 : (s > 32767 ? 32767 : s));
+    return sat_i(s16 + e.zo, -128, 127);
+}
+
+/* out[i] = op(a[i], b[i]) for i < n: one pass (table look-ups independent; the sa8 fast path vectorises) */
+AI void ew_pass(const binop *op, const ew_t *e, const int64_t *a, const int64_t *b, int64_t *out, int n,
+                const int mode, const int sa8) {
+    if (sa8 && e->fast) {
+        const ew_t q = *e;
+        if (q.kind == 0) {
+            for (int i = 0; i < n; i++) out[i] = ew_mul(q, (int32_t)a[i], (int32_t)b[i], mode);
+        } else if (q.kind == 1) {
+            for (int i = 0; i < n; i++) out[i] = ew_add(q, (int32_t)a[i], (int32_t)b[i], 0, mode);
+        } else {
+            for (int i = 0; i < n; i++) out[i] = ew_add(q, (int32_t)a[i], (int32_t)b[i], 1, mode);
+        }
+        return;
+    }
+    for (int i = 0; i < n; i++) out[i] = bin(op, a[i], b[i], mode, sa8);
+}
+
+/* test entry point: out[i] = op(a[i], b[i]) through ew_pass (sa8: the fast path when e->fast, else the table) */
+typedef struct {
+    binop op;
+    ew_t e;
+    int32_t n, mode, sa8, pad;
+    const int64_t *a, *b;
+    int64_t *out;
+} ew_args;
+
+int mli2_eltwise(const ew_args *x) {
+    if (x->mode == 0) ew_pass(&x->op, &x->e, x->a, x->b, x->out, x->n, 0, x->sa8);
+    else ew_pass(&x->op, &x->e, x->a, x->b, x->out, x->n, 1, x->sa8);
+    return 0;
+}
 
 /* ---- recurrent dot products: exact, or wrapped to int32 as MLI's 32-bit accumulators ------------------------ */
 static inline int32_t dot32(const int16_t *restrict a, const int16_t *restrict b, int K) {
@@ -153,6 +219,7 @@ typedef struct {
     int32_t Kp, np_w, np_n, pad2; /* K rounded up to even (row stride of hk); padded columns of W2 / Wn2 */
     const int16_t *W2, *Wn2;    /* int32-exact path: weights as [Kp/2, np, 2] pairs (NULL: the dot products) */
     int32_t *acc32;             /* scratch [B, max(np_w, np_n)] */
+    ew_t ew[5];                 /* sa8: op[k] from its parameters where ew[k].fast */
 } mli2_args;
 
 /* input partials: int64 for fx16, int32 otherwise (``flavor`` is a compile-time constant where it is used) */
@@ -222,10 +289,95 @@ AI int partials_impl(const part_args *a, const int flavor, const int mode) {
 /* acc32[b, n] = sum_k hk[b, k] * W[k, n] for an int32-exact product (|pair sums| < 2^31): W stored as pairs
  * W2[k / 2, n, 2] (K and the columns zero-padded to Kp even and np % 16 == 0), so that one multiply-add of 16
  * int16 lanes adds two k terms to 8 columns. */
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if defined(__AVX512VNNI__)
+#define DPW(c, x, w) _mm512_dpwssd_epi32(c, x, w) /* c + pair sums, wrapping like madd + add */
+#else
+#define DPW(c, x, w) _mm512_add_epi32(c, _mm512_madd_epi16(x, w))
+#endif
+/* columns [0, n32) of gemm32 (n32 a multiple of 32) with 512-bit vectors: 4 rows x 32 columns per tile */
+static void gemm32_512(const int16_t *restrict hk, const int16_t *restrict W2, int B, int Kp, int np, int n32,
+                       int32_t *restrict acc) {
+    const int KP = Kp / 2;
+    for (int n0 = 0; n0 < n32; n0 += 32) {
+        int b = 0;
+        for (; b + 4 <= B; b += 4) {
+            __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+                    c31 = c00;
+            const int16_t *h0 = hk + (int64_t)b * Kp, *h1 = h0 + Kp, *h2 = h1 + Kp, *h3 = h2 + Kp;
+            for (int kp = 0; kp < KP; kp++) {
+                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
+                const __m512i w0 = _mm512_loadu_si512((const void *)wp);
+                const __m512i w1 = _mm512_loadu_si512((const void *)(wp + 32));
+                int32_t p0, p1, p2, p3;
+                memcpy(&p0, h0 + 2 * kp, 4);
+                memcpy(&p1, h1 + 2 * kp, 4);
+                memcpy(&p2, h2 + 2 * kp, 4);
+                memcpy(&p3, h3 + 2 * kp, 4);
+                __m512i x = _mm512_set1_epi32(p0);
+                c00 = DPW(c00, x, w0);
+                c01 = DPW(c01, x, w1);
+                x = _mm512_set1_epi32(p1);
+                c10 = DPW(c10, x, w0);
+                c11 = DPW(c11, x, w1);
+                x = _mm512_set1_epi32(p2);
+                c20 = DPW(c20, x, w0);
+                c21 = DPW(c21, x, w1);
+                x = _mm512_set1_epi32(p3);
+                c30 = DPW(c30, x, w0);
+                c31 = DPW(c31, x, w1);
+            }
+            int32_t *o = acc + (int64_t)b * np + n0;
+            _mm512_storeu_si512((void *)o, c00);
+            _mm512_storeu_si512((void *)(o + 16), c01);
+            _mm512_storeu_si512((void *)(o + np), c10);
+            _mm512_storeu_si512((void *)(o + np + 16), c11);
+            _mm512_storeu_si512((void *)(o + 2 * np), c20);
+            _mm512_storeu_si512((void *)(o + 2 * np + 16), c21);
+            _mm512_storeu_si512((void *)(o + 3 * np), c30);
+            _mm512_storeu_si512((void *)(o + 3 * np + 16), c31);
+        }
+        for (; b < B; b++) {
+            __m512i c0 = _mm512_setzero_si512(), c1 = c0, d0 = c0, d1 = c0;
+            const int16_t *h = hk + (int64_t)b * Kp;
+            int kp = 0;
+            for (; kp + 2 <= KP; kp += 2) { /* two independent chains */
+                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
+                int32_t p0, p1;
+                memcpy(&p0, h + 2 * kp, 4);
+                memcpy(&p1, h + 2 * kp + 2, 4);
+                const __m512i x0 = _mm512_set1_epi32(p0), x1 = _mm512_set1_epi32(p1);
+                c0 = DPW(c0, x0, _mm512_loadu_si512((const void *)wp));
+                c1 = DPW(c1, x0, _mm512_loadu_si512((const void *)(wp + 32)));
+                d0 = DPW(d0, x1, _mm512_loadu_si512((const void *)(wp + 2 * np)));
+                d1 = DPW(d1, x1, _mm512_loadu_si512((const void *)(wp + 2 * np + 32)));
+            }
+            for (; kp < KP; kp++) {
+                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
+                int32_t p0;
+                memcpy(&p0, h + 2 * kp, 4);
+                const __m512i x0 = _mm512_set1_epi32(p0);
+                c0 = DPW(c0, x0, _mm512_loadu_si512((const void *)wp));
+                c1 = DPW(c1, x0, _mm512_loadu_si512((const void *)(wp + 32)));
+            }
+            int32_t *o = acc + (int64_t)b * np + n0;
+            _mm512_storeu_si512((void *)o, _mm512_add_epi32(c0, d0));
+            _mm512_storeu_si512((void *)(o + 16), _mm512_add_epi32(c1, d1));
+        }
+    }
+}
+#undef DPW
+#endif
+
 static void gemm32(const int16_t *restrict hk, const int16_t *restrict W2, int B, int Kp, int np, int32_t *restrict acc) {
     const int KP = Kp / 2;
 #if defined(__AVX2__)
-    for (int n0 = 0; n0 < np; n0 += 16) {
+    int nstart = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    nstart = np & ~31;
+    gemm32_512(hk, W2, B, Kp, np, nstart, acc);
+#endif
+    for (int n0 = nstart; n0 < np; n0 += 16) {
         int b = 0;
         for (; b + 4 <= B; b += 4) {
             __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
@@ -352,6 +504,29 @@ AI int64_t ir_of(const mli2_args *a, int64_t r0, int64_t r1, const int flavor) {
     return v < a->io_lo ? a->io_lo : (v > a->io_hi ? a->io_hi : v);
 }
 
+/* sa8: out[i] = act(clamp(r0[i] + r1[i], lo, hi)) (ir_of + act), 8 lanes at a time with AVX-512 gathers */
+static inline void act_pass_sa8(const act_t *t, const int32_t *r0, const int64_t *r1, int64_t *out, int n,
+                                int64_t lo, int64_t hi) {
+    int i = 0;
+#if defined(__AVX512F__)
+    if (t->tab32) {
+        const __m512i vlo = _mm512_set1_epi64(lo), vhi = _mm512_set1_epi64(hi), voff = _mm512_set1_epi64(t->off);
+        for (; i + 8 <= n; i += 8) {
+            __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(r0 + i))),
+                                         _mm512_loadu_si512((const void *)(r1 + i)));
+            v = _mm512_add_epi64(_mm512_min_epi64(_mm512_max_epi64(v, vlo), vhi), voff);
+            const __m256i g = _mm512_i64gather_epi32(v, (const void *)t->tab32, 4);
+            _mm512_storeu_si512((void *)(out + i), _mm512_cvtepi32_epi64(g));
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        int64_t v = (int64_t)r0[i] + r1[i];
+        v = v < lo ? lo : (v > hi ? hi : v);
+        out[i] = t->tab[v + t->off];
+    }
+}
+
 static inline void load_hk(const mli2_args *a, const int64_t *src) {
     const int K = a->K, Kp = a->Kp;
     for (int b = 0; b < a->B; b++)
@@ -377,20 +552,27 @@ AI int lstm_impl(const mli2_args *a, const int flavor, const int mode) {
             int64_t *h = a->h + (int64_t)b * M, *c = a->c + (int64_t)b * M, *y = a->Y + ((int64_t)s * B + b) * M;
             /* one pass per operation: the table look-ups of a pass are independent (memory-level parallelism) */
             int64_t *restrict I = a->tmp, *restrict G = I + M, *restrict F = G + M, *restrict O = F + M;
-            for (int m = 0; m < M; m++) {
-                I[m] = act(&sig, ir_of(a, R0(a->r0, base + m), r1[m], flavor));
-                G[m] = act(&tnh, ir_of(a, R0(a->r0, base + M + m), r1[M + m], flavor));
-                F[m] = act(&sig, ir_of(a, R0(a->r0, base + 2 * M + m), r1[2 * M + m], flavor));
-                O[m] = act(&sig, ir_of(a, R0(a->r0, base + 3 * M + m), r1[3 * M + m], flavor));
+            if (sa8) {
+                const int32_t *r0p = (const int32_t *)a->r0 + base;
+                act_pass_sa8(&sig, r0p, r1, I, M, a->io_lo, a->io_hi);
+                act_pass_sa8(&tnh, r0p + M, r1 + M, G, M, a->io_lo, a->io_hi);
+                act_pass_sa8(&sig, r0p + 2 * M, r1 + 2 * M, F, M, a->io_lo, a->io_hi);
+                act_pass_sa8(&sig, r0p + 3 * M, r1 + 3 * M, O, M, a->io_lo, a->io_hi);
+            } else {
+                for (int m = 0; m < M; m++) {
+                    I[m] = act(&sig, ir_of(a, R0(a->r0, base + m), r1[m], flavor));
+                    G[m] = act(&tnh, ir_of(a, R0(a->r0, base + M + m), r1[M + m], flavor));
+                    F[m] = act(&sig, ir_of(a, R0(a->r0, base + 2 * M + m), r1[2 * M + m], flavor));
+                    O[m] = act(&sig, ir_of(a, R0(a->r0, base + 3 * M + m), r1[3 * M + m], flavor));
+                }
             }
-            for (int m = 0; m < M; m++) F[m] = bin(&ops[0], c[m], F[m], mode, sa8);
-            for (int m = 0; m < M; m++) G[m] = bin(&ops[1], G[m], I[m], mode, sa8);
-            for (int m = 0; m < M; m++) c[m] = bin(&ops[2], F[m], G[m], mode, sa8);
-            for (int m = 0; m < M; m++) {
-                const int64_t hn = bin(&ops[3], a->has_out_act ? act(&actc, c[m]) : c[m], O[m], mode, sa8);
-                h[m] = hn;
-                y[m] = hn;
-            }
+            ew_pass(&ops[0], &a->ew[0], c, F, F, M, mode, sa8);
+            ew_pass(&ops[1], &a->ew[1], G, I, G, M, mode, sa8);
+            ew_pass(&ops[2], &a->ew[2], F, G, c, M, mode, sa8);
+            if (a->has_out_act)
+                for (int m = 0; m < M; m++) I[m] = act(&actc, c[m]);
+            ew_pass(&ops[3], &a->ew[3], a->has_out_act ? I : c, O, h, M, mode, sa8);
+            memcpy(y, h, sizeof(int64_t) * M);
         }
     }
     return 0;
@@ -401,8 +583,10 @@ AI int gru_impl(const mli2_args *a, const int flavor, const int mode) {
     const act_t sig = a->sig, tnh = a->tnh;
     binop ops[5];
     memcpy(ops, a->op, sizeof ops);
-    int64_t *z = a->tmp, *hz = a->tmp + (int64_t)B * M, *omz = a->tmp + 2 * (int64_t)B * M;
-    int64_t *hr = a->tmp + 3 * (int64_t)B * M;
+    const int64_t BM = (int64_t)B * M;
+    int64_t *z = a->tmp, *hz = a->tmp + BM, *omz = a->tmp + 2 * BM, *hr = a->tmp + 3 * BM, *rr = a->tmp + 4 * BM;
+    int64_t *ones = a->tmp + 5 * BM, *nn = a->tmp + 6 * BM, *t2 = a->tmp + 7 * BM;
+    for (int64_t k = 0; k < BM; k++) ones[k] = a->one;
     int64_t *accn = a->acc + 2 * (int64_t)B * M;
     for (int s = a->s0; s < a->s1; s++) {
         const int t = a->reverse ? T - 1 - s : s;
@@ -411,29 +595,34 @@ AI int gru_impl(const mli2_args *a, const int flavor, const int mode) {
         for (int b = 0; b < B; b++) {
             const int64_t base = ((int64_t)t * B + b) * 2 * M;
             const int64_t *r1 = a->acc + (int64_t)b * 2 * M, *h = a->h + (int64_t)b * M;
-            for (int m = 0; m < M; m++) {
-                const int64_t k = (int64_t)b * M + m;
-                int64_t zz = act(&sig, ir_of(a, R0(a->r0, base + m), r1[m], flavor));
-                int64_t rr = act(&sig, ir_of(a, R0(a->r0, base + M + m), r1[M + m], flavor));
-                hr[k] = bin(&ops[0], rr, h[m], mode, sa8);
-                hz[k] = bin(&ops[1], h[m], zz, mode, sa8);
-                omz[k] = bin(&ops[2], a->one, zz, mode, sa8);
-                z[k] = zz;
+            int64_t *zb = z + (int64_t)b * M, *rb = rr + (int64_t)b * M;
+            if (sa8) {
+                const int32_t *r0p = (const int32_t *)a->r0 + base;
+                act_pass_sa8(&sig, r0p, r1, zb, M, a->io_lo, a->io_hi);
+                act_pass_sa8(&sig, r0p + M, r1 + M, rb, M, a->io_lo, a->io_hi);
+            } else {
+                for (int m = 0; m < M; m++) {
+                    zb[m] = act(&sig, ir_of(a, R0(a->r0, base + m), r1[m], flavor));
+                    rb[m] = act(&sig, ir_of(a, R0(a->r0, base + M + m), r1[M + m], flavor));
+                }
             }
+            ew_pass(&ops[0], &a->ew[0], rb, h, hr + (int64_t)b * M, M, mode, sa8);
         }
+        ew_pass(&ops[1], &a->ew[1], a->h, z, hz, (int)BM, mode, sa8);
+        ew_pass(&ops[2], &a->ew[2], ones, z, omz, (int)BM, mode, sa8);
         load_hk(a, hr);
         rec(a, a->Wn, a->Wn2, a->np_n, a->csn, M, 2, accn, flavor, mode);
+        if (sa8)
+            act_pass_sa8(&tnh, (const int32_t *)a->r0n + (int64_t)t * BM, accn, nn, (int)BM, a->io_lo, a->io_hi);
+        else
+            for (int64_t k = 0; k < BM; k++)
+                nn[k] = act(&tnh, ir_of(a, R0(a->r0n, (int64_t)t * BM + k), accn[k], flavor));
+        ew_pass(&ops[3], &a->ew[3], nn, omz, t2, (int)BM, mode, sa8);
+        ew_pass(&ops[4], &a->ew[4], t2, hz, nn, (int)BM, mode, sa8);
         for (int b = 0; b < B; b++) {
             int64_t *h = a->h + (int64_t)b * M, *y = a->Y + ((int64_t)s * B + b) * M;
-            const int ok = !a->valid || a->valid[(int64_t)s * B + b];
-            for (int m = 0; m < M; m++) {
-                const int64_t k = (int64_t)b * M + m;
-                int64_t nn = act(&tnh, ir_of(a, R0(a->r0n, ((int64_t)t * B + b) * M + m), accn[k], flavor));
-                int64_t tmp = bin(&ops[3], nn, omz[k], mode, sa8);
-                int64_t hn = bin(&ops[4], tmp, hz[k], mode, sa8);
-                if (ok) h[m] = hn;
-                y[m] = h[m];
-            }
+            if (!a->valid || a->valid[(int64_t)s * B + b]) memcpy(h, nn + (int64_t)b * M, sizeof(int64_t) * M);
+            memcpy(y, h, sizeof(int64_t) * M);
         }
     }
     return 0;
@@ -453,6 +642,35 @@ AI int gru_impl(const mli2_args *a, const int flavor, const int mode) {
 DISPATCH(mli2_partials, partials_impl, part_args)
 DISPATCH(mli2_lstm, lstm_impl, mli2_args)
 DISPATCH(mli2_gru, gru_impl, mli2_args)
+
+/* ---- the MLI test harness's quantizer (numerics.affine.mli_quantize), per tensor ---------------------------
+ * q = sat_bits(wrap32((int32)(sv·x ± 0.5f) + zp)): float32 product (exact in double, rounded once to float, so
+ * no FMA contraction can change it), float32 add of +0.5f for x > 0 else -0.5f, truncation, an out-of-range or
+ * NaN cast gives INT32_MIN (x86 cvttss2si). */
+typedef struct {
+    int64_t n;
+    float sv;
+    int32_t zp, lo, hi;
+    const float *x;
+    int64_t *out;
+} quant_args;
+
+int mli_quantize_f32(const quant_args *a) {
+    const float sv = a->sv;
+    const int64_t zp = a->zp, lo = a->lo, hi = a->hi;
+    const float *restrict x = a->x;
+    int64_t *restrict out = a->out;
+    for (int64_t i = 0; i < a->n; i++) {
+        const float xv = x[i];
+        float v = (float)((double)sv * (double)xv);
+        v = v + (xv > 0.0f ? 0.5f : -0.5f);
+        const float t = __builtin_truncf(v);
+        int64_t r = (t >= -2147483648.0f && t < 2147483648.0f) ? (int64_t)t : (int64_t)INT32_MIN;
+        r = wrap32(r + zp);
+        out[i] = r < lo ? lo : (r > hi ? hi : r);
+    }
+    return 0;
+}
 
 /* ---- MLI 1.x LSTM (mli1.py lstm1x_sequence; FXAPI arithmetic, convergent rounding) ------------------------- */
 typedef struct {

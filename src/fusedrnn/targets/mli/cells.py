@@ -114,10 +114,11 @@ def _mat(cache: dict | None, key: str, W, flavor: str):
     return m
 
 
-def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None, lib=None):
+def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None, lib=None, cache=None, tag=None):
     """r_0 (input 0 with the bias, requantized to the IR) for every step and gate: [T, B, G*M], computed in
     chunks of steps; int32 storage where r_0 is a 32-bit value. With ``lib`` (the compiled kernel) the exact float
-    GEMM result is finished in one compiled pass."""
+    GEMM result is finished in one compiled pass; its bias term is kept in ``cache`` under ``tag`` (sa8, whose
+    pairs are cached objects: same weights and bias for the life of the cache, like :func:`_mat`)."""
     T, B, N = x.shape
     mat = mat if mat is not None else A.int_matrix(_stack(Wi), XMAX[flavor])
     b = A.i64(bias).reshape(-1)
@@ -131,7 +132,14 @@ def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None, lib=N
         a.G = pair0.blocks if (flavor == "sa8" and pair0.blocks) else 1
         _set_pair(a, pair0, 0, a.G)
         a.f64, a.out64 = int(mat.dtype is np.float64), int(r0.dtype == np.int64)
-        bt = np.ascontiguousarray(np.broadcast_to(D.bias_term(b, pair0, full_accu, mode), b.shape), np.int64)
+        key = ("bias_term", tag, bool(full_accu), mode, id(pair0)) if (cache is not None and tag and
+                                                                        flavor == "sa8") else None
+        bt = None if key is None else cache.get(key)
+        if bt is None:
+            bt = np.ascontiguousarray(np.broadcast_to(D.bias_term(b, pair0, full_accu, mode), b.shape), np.int64)
+            if key is not None:
+                cache[key] = bt
+                cache[key + ("pair",)] = pair0  # keeps pair0 (and so its id) alive with the entry
         cs = np.ascontiguousarray(mat.column_sums, np.int64)
         a.cs, a.bias = cs.ctypes.data, bt.ctypes.data
         fbuf = np.empty((min(T, step) * B, b.size), mat.dtype)
@@ -197,7 +205,8 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
     if flavor != "sa8":
         pair0.bias_shift = q.inp + q.wi - q.bias_frac
     lib = _lib(engine)
-    r0 = _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, _mat(cache, "wi", Wi, flavor), lib)
+    r0 = _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, _mat(cache, "wi", Wi, flavor), lib, cache,
+                         "wi")
     rmat = _mat(cache, "wo", Wo, flavor)
     wrap = _needs_wrap(Wo, flavor, 128)
     h, c = A.i64(h0).copy(), A.i64(c0).copy()
@@ -259,8 +268,10 @@ def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
         pz.bias_shift = pn.bias_shift = q.inp + q.wi - q.bias_frac
     b = A.i64(bias)
     lib = _lib(engine)
-    r0_zr = _input_partials(x, Wi[:2], b[:2], pz, flavor, full_accu, mode, _mat(cache, "wi_zr", Wi[:2], flavor), lib)
-    r0_n = _input_partials(x, Wi[2:], b[2:], pn, flavor, full_accu, mode, _mat(cache, "wi_n", Wi[2:], flavor), lib)
+    r0_zr = _input_partials(x, Wi[:2], b[:2], pz, flavor, full_accu, mode, _mat(cache, "wi_zr", Wi[:2], flavor), lib,
+                            cache, "wi_zr")
+    r0_n = _input_partials(x, Wi[2:], b[2:], pn, flavor, full_accu, mode, _mat(cache, "wi_n", Wi[2:], flavor), lib,
+                           cache, "wi_n")
     mat_zr = _mat(cache, "wo_zr", Wo[:2], flavor)
     mat_n = _mat(cache, "wo_n", Wo[2:], flavor)
     wrap_zr, wrap_n = _needs_wrap(Wo[:2], flavor, 128), _needs_wrap(Wo[2:], flavor, 128)
@@ -357,6 +368,14 @@ def _op(kind: str, qa, qb, qo, flavor: str, mode: str) -> tuple:
     return (kind, min(qa - qb, 0), min(qb - qa, 0), min(max(qa, qb) - qo, 31))
 
 
+def _set_ops(a, keep, specs, flavor: str, mode: str) -> None:
+    """a.op[k] (table / fx16 shifts) and, for sa8, a.ew[k] (direct evaluation where exact) for (kind, qa, qb, qo)."""
+    for k, (kind, qa, qb, qo) in enumerate(specs):
+        a.op[k] = C.binop_struct(keep, _op(kind, qa, qb, qo, flavor, mode))
+        if flavor == "sa8":
+            a.ew[k] = C.ew_struct(E.sa8_fast_params(kind, qa, qb, qo, mode))
+
+
 def _actc(keep, kind: str, qv, flavor: str, luts: dict, mode: str):
     return C.act_struct(keep, act_table(kind, qv, flavor, luts[kind], mode), 128 if flavor == "sa8" else 32768)
 
@@ -395,7 +414,7 @@ def _base(keep, flavor, mode, r0, T, B, M, reverse, wrap, valid, h, Y, G):
     a.hk = keep(np.zeros((B, a.Kp), np.int16))
     a.acc = keep(np.empty((B, G * M), np.int64))
     a.acc32 = keep(np.empty((B, C.padded_columns(G * M)), np.int32))
-    a.tmp = keep(np.empty((B, 4 * M), np.int64))
+    a.tmp = keep(np.empty((B, 8 * M), np.int64))
     return a
 
 
@@ -421,10 +440,8 @@ def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, lut
     if act != "none":
         a.actc, a.has_out_act = _actc(keep, act, q.cell, flavor, luts, mode), 1
         qa = SA8_OUT[act] if flavor == "sa8" else 15
-    ops = [_op("mul", q.cell, qs, q.cell, flavor, mode), _op("mul", qt, qs, qt, flavor, mode),
-           _op("add", q.cell, qt, q.cell, flavor, mode), _op("mul", qa, qs, q.out, flavor, mode)]
-    for k, op in enumerate(ops):
-        a.op[k] = C.binop_struct(keep, op)
+    _set_ops(a, keep, [("mul", q.cell, qs, q.cell), ("mul", qt, qs, qt), ("add", q.cell, qt, q.cell),
+                       ("mul", qa, qs, q.out)], flavor, mode)
     for s0, s1, k in _ranges(T, q.h0 != q.out):
         if s1 > s0:
             _set_pair(a, (pair_h0, pair_out)[k], 0, 4)
@@ -454,11 +471,8 @@ def _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap, h, q, qir, pairs, l
         if s1 <= s0:
             continue
         qh, p_zr, p_n = pairs[k]
-        ops = [_op("mul", qs, qh, qh, flavor, mode), _op("mul", qh, qs, qh, flavor, mode),
-               _op("sub", one[1], qs, qs, flavor, mode), _op("mul", qt, qs, q.out, flavor, mode),
-               _op("add", q.out, qh, q.out, flavor, mode)]
-        for j, op in enumerate(ops):
-            a.op[j] = C.binop_struct(keep, op)
+        _set_ops(a, keep, [("mul", qs, qh, qh), ("mul", qh, qs, qh), ("sub", one[1], qs, qs),
+                           ("mul", qt, qs, q.out), ("add", q.out, qh, q.out)], flavor, mode)
         _set_pair(a, p_zr, 0, 2)
         _set_pair(a, p_n, 2, 1)
         a.s0, a.s1 = s0, s1

@@ -96,6 +96,33 @@ def _sa8_table(op: str, p1: tuple, p2: tuple, po: tuple, mode: str) -> np.ndarra
     return t
 
 
+def sa8_fast_params(op: str, p1: tuple, p2: tuple, po: tuple, mode: str) -> tuple | None:
+    """Cached :func:`_sa8_fast_params` (p = (scale, zero_point, scale_frac_bits) per tensor)."""
+    return _sa8_fast_params(op, tuple(map(int, p1)), tuple(map(int, p2)), tuple(map(int, po)), mode)
+
+
+@functools.lru_cache(maxsize=256)
+def _sa8_fast_params(op: str, p1: tuple, p2: tuple, po: tuple, mode: str) -> tuple | None:
+    """The compiled kernel's direct evaluation of an sa8 MUL / ADD / SUB (``ew_t`` in _kernel.c): (kind, z1, z2,
+    zo, m1, m2, s1, s2), or None where a shift could saturate (then the kernel reads the table). MUL: m1 = m16,
+    s1 = the pre-shift, s2 = post - pre, valid for 1 <= s2 <= 30; ADD/SUB: (m_i, s_i) per operand, valid for
+    0 <= s_i <= 30. In these ranges every product fits int32 and no rounding add saturates."""
+    s1, z1, f1 = p1
+    s2, z2, f2 = p2
+    so, zo, fo = po
+    if op == "mul":
+        m16, post = sa8_mul_params(s1, f1, s2, f2, so, fo, mode)
+        pre = min(max(post - 21, 0), 3)
+        if not 1 <= post - pre <= 30:
+            return None
+        return 0, z1, z2, zo, m16, 0, pre, post - pre
+    m1, pre1 = sa8_add_params(s1, f1, so, fo, mode)
+    m2, pre2 = sa8_add_params(s2, f2, so, fo, mode)
+    if not (0 <= pre1 <= 30 and 0 <= pre2 <= 30):
+        return None
+    return 1 if op == "add" else 2, z1, z2, zo, m1, m2, pre1, pre2
+
+
 def sa8_binary(op: str, x1, p1: tuple, x2, p2: tuple, po: tuple, mode: str) -> np.ndarray:
     """``sa8_mul`` / ``sa8_addsub`` through a 64K-entry table of all int8 operand pairs (one gather)."""
     t = _sa8_table(op, tuple(map(int, p1)), tuple(map(int, p2)), tuple(map(int, po)), mode)

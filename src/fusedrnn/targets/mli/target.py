@@ -27,6 +27,7 @@ from ...cells.recurrence import reverse_valid_prefix
 from ...errors import ShapeError, UnsupportedFeatureError
 from ...numerics.affine import mli_quantize, mli_scale_from_float
 from ..registry import Target
+from . import _compiled
 from .cells import CellQuant, gru_sequence, lstm_sequence, rnn_sequence
 from .config import current_build
 from .luts import make_lut
@@ -159,6 +160,11 @@ class _Direction:
 
     # ---- float <-> integer -----------------------------------------------------------------------------
     def quantize(self, a, p, bits=None):
+        lib = _compiled.load() if _compiled.default_engine() != "numpy" else None
+        if lib is not None:  # the same quantizer in C (tests/test_mli_compiled.py)
+            if self.flavor == "sa8":
+                return _compiled.quantize(lib, a, bits=8, frac_bits=p[2], scale=p[0], zero_point=p[1])
+            return _compiled.quantize(lib, a, bits=16, frac_bits=p)
         if self.flavor == "sa8":
             s, z, f = p
             return mli_quantize(np.asarray(a, np.float32), bits=8, frac_bits=f, scale=s, zero_point=z).astype(

@@ -227,8 +227,10 @@ def test_inputs_not_modified():
 @pytest.mark.parametrize("name", ["Sigmoid", "Tanh"])
 def test_float32_transcendentals_accuracy(name):
     """The kernel's own float32 exp-based sigmoid/tanh, seen through a one-step RNN with R = 0, W = I:
-    within 4 ulp of float64 libm over [-20, 20] (plus exact saturation far out)."""
-    xs = np.concatenate([np.linspace(-20, 20, 40001), [-1e-30, 0.0, 1e-30, -100.0, 100.0, -1e4, 1e4]])
+    within 4 ulp of float64 libm over [-20, 20] and [-88, -20] (sigmoid down to its float32 underflow), plus exact
+    saturation far out."""
+    xs = np.concatenate([np.linspace(-20, 20, 40001), np.linspace(-88, -20, 6801), np.linspace(-1e-3, 1e-3, 2001),
+                         [-1e-30, 0.0, 1e-30, -100.0, 100.0, -1e4, 1e4]])
     n = xs.size
     x = xs.astype(np.float32).reshape(1, n, 1)
     W = np.ones((1, 1, 1), np.float32)

@@ -8,7 +8,8 @@
  *
  * Semantics are those of the NumPy engines (lstm.py, gru.py, rnn.py); processing step s of a reverse
  * direction reads and writes time index len_b - 1 - s; rows with s >= len_b are left alone.
- * float32 Sigmoid / Tanh use the vectorised approximations below (<= ~2 ulp); everything else uses libm.
+ * float32 Sigmoid / Tanh use the vectorised approximations below (<= ~3 ulp, no division); everything else uses
+ * libm.
  */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE  /* sched_getcpu, pthread_attr_setaffinity_np */
@@ -118,35 +119,50 @@ static inline vf vf_select(vi m, vf a, vf b) {
     return r;
 }
 
-/* e^x: x = n·ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2), e^r by its degree-7 Taylor polynomial,
- * 2^n put in the exponent. +inf above 88.72 (overflow), 0 below -87.33 (no subnormal results). NaN propagates. */
-static inline vf vf_exp(vf x0) {
-    vf x = vf_select(x0 < -87.0f, vf_splat(-87.0f), x0);
+/* e^x = 2^n·(1 + q): x clamped to [-87, 88] (no overflow, no subnormal results; NaN propagates), x = n·ln2 + r
+ * with |r| <= ln2/2 (Cody-Waite split of ln2), q = r + r²·P(r) = e^r - 1 with P a degree-4 near-minimax fit
+ * (relative error of 1 + q < 4e-9); returns q and puts 2^n in *s. */
+static inline vf vf_exp_core(vf x, vf *s) {
+    x = vf_select(x < -87.0f, vf_splat(-87.0f), x);
     x = vf_select(x > 88.0f, vf_splat(88.0f), x);
     vf n = x * 1.44269504f + 12582912.0f;
     n = n - 12582912.0f;                      /* round to nearest integer (|n| < 2^22) */
-    vf r = x - n * 0.693145752f;
-    r = r - n * 1.42860677e-6f;
-    vf p = 1.0f / 5040 + r * (1.0f / 40320);
-    p = 1.0f / 720 + r * p;
-    p = 1.0f / 120 + r * p;
-    p = 1.0f / 24 + r * p;
-    p = 1.0f / 6 + r * p;
-    p = 0.5f + r * p;
-    p = 1.0f + r * p;
-    p = 1.0f + r * p;
+    vf r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    vf p = 0.0013751407386735082f * r + 0.008368915878236294f;
+    p = p * r + 0.04166953265666962f;
+    p = p * r + 0.166665181517601f;
+    p = p * r + 0.49999988079071045f;
     vi e = __builtin_convertvector(n, vi);
     e = (e + 127) << 23;
-    vf s;
-    memcpy(&s, &e, sizeof s);
-    p = p * s;
-    p = vf_select(x0 > 88.7228394f, vf_splat(__builtin_inff()), p);
-    return vf_select(x0 < -87.3365479f, vf_splat(0.0f), p);
+    memcpy(s, &e, sizeof *s);
+    return (r * r) * p + r;
 }
 
-static inline vf vf_sigmoid(vf x) { return 1.0f / (1.0f + vf_exp(-x)); }
+/* 1 / d for normal d: the hardware estimate refined by Newton steps r + r·(1 - d·r) (one from AVX-512's 14-bit
+ * estimate, two from AVX's 12-bit one; <= 1 ulp), no division. */
+static inline vf vf_recip(vf d) {
+#if defined(__AVX512VL__)
+    vf r = (vf)_mm256_rcp14_ps((__m256)d);
+    return r + r * (1.0f - d * r);
+#elif defined(__AVX__)
+    vf r = (vf)_mm256_rcp_ps((__m256)d);
+    r = r + r * (1.0f - d * r);
+    return r + r * (1.0f - d * r);
+#else
+    return 1.0f / d;
+#endif
+}
 
-/* tanh: |x| < 0.625: x + x³·P(x²) (least-squares fit, <= 1 ulp); else sign(x)·(1 - 2 / (e^{2|x|} + 1)). */
+/* 1 / (1 + e^-x): <= 2.5 ulp where the result is normal (measured over [-80, 100]); 0 below (x < -87.34). */
+static inline vf vf_sigmoid(vf x) {
+    vf s;
+    vf q = vf_exp_core(-x, &s);
+    return vf_select(x < -87.3365479f, vf_splat(0.0f), vf_recip(q * s + s + 1.0f));
+}
+
+/* tanh|x| = (1 - e) / (1 + e), e = e^{-2|x|} = s·(1 + q), numerator s·q + (s - 1) and denominator s·q + (s + 1)
+ * each rounded once (accurate near 0 too); sign of x restored. <= 2.7 ulp (measured over [-20, 20]). */
 static inline vf vf_tanh(vf x) {
     vi sign = (vi){0} + (int32_t)0x80000000;
     vi ix;
@@ -155,19 +171,14 @@ static inline vf vf_tanh(vf x) {
     vi iax = ix & ~sign;
     vf ax;
     memcpy(&ax, &iax, sizeof ax);
-    vf u = x * x;
-    vf p = vf_splat(-0.005704042501747608f);
-    p = 0.020637862384319305f + u * p;
-    p = -0.05373915657401085f + u * p;
-    p = 0.133314311504364f + u * p;
-    p = -0.3333328068256378f + u * p;
-    vf small = x + x * (u * p);
-    vf big = 1.0f - 2.0f / (vf_exp(2.0f * ax) + 1.0f);
-    vi ib;
-    memcpy(&ib, &big, sizeof ib);
-    ib |= sx;
-    memcpy(&big, &ib, sizeof big);
-    return vf_select(ax < 0.625f, small, big);
+    vf s;
+    vf q = vf_exp_core(-2.0f * ax, &s);
+    vf t = (q * s + (s - 1.0f)) * vf_recip(q * s + (s + 1.0f));
+    vi it;
+    memcpy(&it, &t, sizeof it);
+    it = (it & ~sign) | sx;
+    memcpy(&t, &it, sizeof t);
+    return t;
 }
 
 static void f32_sigmoid(float *v, int n) {

@@ -125,8 +125,21 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
     const int B = a->B, H = a->H, Hp = a->Hp, G = a->G, GH = a->G * a->H, D = a->D;
     const long Hq = PAD(H, VL), Hpq = PAD(Hp, VL);
     const int Gr = (a->kind == KIND_GRU && !a->lbr) ? 2 : G;  /* gates whose recurrent term needs no r first */
-    const long np = a->diagonal ? 0 : PAD((long)Gr * H, NBK) * Hp;
-    const long nnp = (a->kind == KIND_GRU && !a->lbr) ? PAD((long)H, NBK) * H : 0;
+#if FAST
+    const int fast_lstm = a->kind == KIND_LSTM && !a->diagonal && !a->P && !a->ln_on && !a->projW && a->clip < 0
+        && a->cell_clip < 0 && a->coupling == COUPLE_NONE && H % VL == 0 && a->act[3 * d] == ACT_SIGMOID
+        && a->act[3 * d + 1] == ACT_TANH && a->act[3 * d + 2] == ACT_TANH;
+    const int fast_gru = a->kind == KIND_GRU && !a->diagonal && a->clip < 0 && H % VL == 0
+        && a->act[3 * d] == ACT_SIGMOID && a->act[3 * d + 1] == ACT_TANH;
+    const int rows = HAVE_GEMV8 && (fast_lstm || fast_gru);  /* R read in place by gemv_rows: nothing packed */
+    static const int32_t ident[1] = {0};
+#else
+    const int rows = 0;
+#endif
+    /* no room for packed copies where gemv_rows reads R in place (a fresh 256 KiB buffer per call is an mmap, page
+     * faults and a memset: ~10 µs of a batch-1 call) */
+    const long np = (a->diagonal || rows) ? 0 : PAD((long)Gr * H, NBK) * Hp;
+    const long nnp = (a->kind == KIND_GRU && !a->lbr && !rows) ? PAD((long)H, NBK) * H : 0;
     const long ntmp = PAD((long)G * H, NBK) + NBK;
     const long n = 4 * Hq + (long)B * (Hpq + Hq) + 3 * Hq + Hpq + ntmp + np + nnp + 4 * Hq;
     void *mem = NULL;
@@ -148,17 +161,6 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
     const int32_t *gp = a->gperm;
     const REAL *Rd = (const REAL *)a->R + (a->diagonal ? (long)d * GH : (long)d * GH * Hp);
     const REAL *xbd = a->xb ? (const REAL *)a->xb + (long)d * GH : NULL;
-#if FAST
-    const int fast_lstm = a->kind == KIND_LSTM && !a->diagonal && !a->P && !a->ln_on && !a->projW && a->clip < 0
-        && a->cell_clip < 0 && a->coupling == COUPLE_NONE && H % VL == 0 && a->act[3 * d] == ACT_SIGMOID
-        && a->act[3 * d + 1] == ACT_TANH && a->act[3 * d + 2] == ACT_TANH;
-    const int fast_gru = a->kind == KIND_GRU && !a->diagonal && a->clip < 0 && H % VL == 0
-        && a->act[3 * d] == ACT_SIGMOID && a->act[3 * d + 1] == ACT_TANH;
-    const int rows = HAVE_GEMV8 && (fast_lstm || fast_gru);  /* R read in place by gemv_rows: nothing packed */
-    static const int32_t ident[1] = {0};
-#else
-    const int rows = 0;
-#endif
     if (!a->diagonal && !rows) SFX(pack)(Rd, Gr * H, Hp, Rp, gp, H);
     if (nnp && !rows) SFX(pack)(Rd + (long)gp[2] * H * Hp, H, H, Rnp, NULL, H);
     const REAL *h_in = (const REAL *)a->h + (long)d * B * Hp;

@@ -29,7 +29,15 @@ import numpy as np
 
 from .bench_float import Out
 from .bench_mli import build_layer
-from .common import SHAPES, ForeignLoad, interleaved_timing, machine_facts, make_problem, set_threads
+from .common import (
+    SHAPES,
+    ForeignLoad,
+    add_threads_option,
+    interleaved_timing,
+    machine_facts,
+    make_problem,
+    set_threads,
+)
 
 PROFILES = {"default": (5, 30, 10.0), "quick": (3, 8, 3.0)}
 GOAL_FP32 = {("lstm", "litert-int8x16", "S2"): 2.0, ("lstm", "litert-int8x16", "S4"): 2.0}
@@ -130,9 +138,7 @@ def main(argv=None) -> int:
     ap.add_argument("--targets", default="litert-int8x16")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plain", action="store_true", help="plain text instead of rich tables")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="limit numpy BLAS and fusedrnn's compiled loops (the float engine's batched loop uses 2 "
-                         "threads by default; the SDK kernels use 1) to N threads")
+    add_threads_option(ap)
     a = ap.parse_args(argv)
     if a.threads:
         set_threads(a.threads)

@@ -25,7 +25,15 @@ import sys
 import numpy as np
 
 from .bench_float import Out
-from .common import SHAPES, ForeignLoad, interleaved_timing, machine_facts, make_problem, set_threads
+from .common import (
+    SHAPES,
+    ForeignLoad,
+    add_threads_option,
+    interleaved_timing,
+    machine_facts,
+    make_problem,
+    set_threads,
+)
 
 PROFILES = {"default": (5, 30, 8.0), "quick": (3, 8, 2.0)}
 GOAL = {(c, "mli2-sa8", s): 2.0 for c in ("lstm", "gru") for s in ("S2", "S4")}  # issue 11
@@ -80,9 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--targets", default="mli2-sa8")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plain", action="store_true", help="plain text instead of rich tables")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="limit numpy BLAS and fusedrnn's compiled loops (the float engine's batched loop uses 2 "
-                         "threads by default; the SDK kernels use 1) to N threads")
+    add_threads_option(ap)
     a = ap.parse_args(argv)
     if a.threads:
         set_threads(a.threads)

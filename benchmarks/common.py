@@ -296,6 +296,13 @@ def set_threads(n: int) -> str:
     return f"{n} thread(s) for numpy BLAS, fusedrnn's compiled loops, ORT intra-op and torch intra-op"
 
 
+def add_threads_option(ap) -> None:
+    """The suites' ``--threads N`` option (apply it with :func:`set_threads`)."""
+    ap.add_argument("--threads", type=int, default=None,
+                    help="limit numpy BLAS and fusedrnn's compiled loops (the float engine's batched loop uses 2 "
+                         "threads by default; the SDK kernels use 1) to N threads")
+
+
 PEER_FACTORIES: dict[str, Callable[[Problem], Runner]] = {"ORT": ort_runner, "torch": torch_runner}
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from litert_cases import random_tflite_options
 
 import fusedrnn
 from fusedrnn.errors import AttributeValueError, DTypeError, FusedRNNError, UnsupportedFeatureError
@@ -134,20 +135,7 @@ def random_lstm(rng, *, int8: bool) -> fusedrnn.LSTM:
             "merge": str(rng.choice(["concat", "stack", "sum", "mul", "ave"])) if D == 2 else "concat"}
     if direction == "reverse" and rng.random() < 0.5:
         opts["output_order"] = "processing"
-    if Hp != H:
-        opts["proj_W"] = rng.normal(size=(D, Hp, H)) / np.sqrt(H)
-        if rng.random() < 0.5:
-            opts["proj_b"] = rng.normal(size=(D, Hp)) * 0.2
-        if rng.random() < 0.3:
-            opts["proj_clip"] = 0.5
-    if rng.random() < 0.3:
-        opts["P"] = rng.normal(size=(D, 3, H)) * 0.3
-    if rng.random() < 0.3:
-        opts["layer_norm"] = rng.uniform(0.5, 1.5, size=(D, 4, H))
-    if rng.random() < 0.3:
-        opts["coupling"] = "cifg"
-    if rng.random() < 0.3:
-        opts["cell_clip"] = float(rng.choice([0.5, 2.0, 10.0]))
+    opts.update(random_tflite_options(rng, D, H, Hp))
     if not int8 and rng.random() < 0.25:
         opts["activations"] = ["Sigmoid", "Relu", "Relu"]
     R = rng.normal(size=(D, 4 * H, Hp)) / np.sqrt(Hp)

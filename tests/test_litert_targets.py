@@ -11,6 +11,7 @@ import pytest
 from conftest import shared_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from litert_cases import random_tflite_options
 
 import fusedrnn
 from fusedrnn.errors import AttributeValueError, ConversionError, FusedRNNError, UnsupportedFeatureError
@@ -47,20 +48,7 @@ def random_layer(rng) -> fusedrnn.LSTM:
     D = 2 if direction == "bidirectional" else 1
     Hp = int(rng.integers(2, 10)) if rng.random() < 0.3 else H
     opts = {}
-    if Hp != H:
-        opts["proj_W"] = rng.normal(size=(D, Hp, H)) / np.sqrt(H)
-        if rng.random() < 0.5:
-            opts["proj_b"] = rng.normal(size=(D, Hp)) * 0.2
-        if rng.random() < 0.3:
-            opts["proj_clip"] = 0.5
-    if rng.random() < 0.3:
-        opts["P"] = rng.normal(size=(D, 3, H)) * 0.3
-    if rng.random() < 0.3:
-        opts["layer_norm"] = rng.uniform(0.5, 1.5, size=(D, 4, H))
-    if rng.random() < 0.3:
-        opts["coupling"] = "cifg"
-    if rng.random() < 0.3:
-        opts["cell_clip"] = float(rng.choice([0.5, 2.0, 10.0]))
+    opts.update(random_tflite_options(rng, D, H, Hp))
     return fusedrnn.LSTM(rng.normal(size=(D, 4 * H, I)) / np.sqrt(I), rng.normal(size=(D, 4 * H, Hp)) / np.sqrt(Hp),
                          rng.normal(size=(D, 4 * H)) * 0.3, direction=direction, batch_first=bool(rng.random() < 0.5),
                          **opts)

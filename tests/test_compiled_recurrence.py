@@ -328,22 +328,30 @@ def test_fused_fast_paths_agree_with_numpy(cell, seed):
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), dt=st.sampled_from([np.float32, np.float64]))
 def test_lstm_onnx_gate_order_equals_canonical(seed, dt):
-    """run_lstm(gate_order="onnx") on ONNX-order W, R, b_x, b_h (i, o, f, c) is the canonical call, bit for bit
-    (every option: the kernel reorders while packing R and reads the projection per gate)."""
+    """run_lstm(gate_order="onnx") on ONNX-order W, R, b_x, b_h (i, o, f, c) is the canonical call (every option:
+    the kernel reorders while packing R and reads the projection per gate).
+
+    The kernel's reordering is exact: with x = 0 the two calls agree bit for bit. With random x they agree to
+    float rounding only, because the hoisted input projection is one BLAS GEMM whose result for a column can differ
+    by an ulp with the column's position in the output (OpenBLAS edge vs main micro-kernels)."""
     from fusedrnn import conventions
 
     rng = np.random.default_rng(seed)
     (x, W, R, b_x, b_h, h0, c0), kw = random_lstm(rng, dt)
-    want = compiled.run_lstm(x, W, R, b_x, b_h, h0, c0, **kw, max_rows=10**6)
 
     def onnx(a):
         return None if a is None else np.ascontiguousarray(conventions.from_canonical(a, "lstm", "onnx", axis=1))
 
-    got = compiled.run_lstm(x, onnx(W), onnx(R), onnx(b_x), onnx(b_h), h0, c0, **kw, max_rows=10**6,
-                            gate_order="onnx")
-    assert want is not None and got is not None
-    for g, w in zip(got, want, strict=True):
-        np.testing.assert_array_equal(g, w)
+    for xin in (np.zeros_like(x), x):
+        want = compiled.run_lstm(xin, W, R, b_x, b_h, h0, c0, **kw, max_rows=10**6)
+        got = compiled.run_lstm(xin, onnx(W), onnx(R), onnx(b_x), onnx(b_h), h0, c0, **kw, max_rows=10**6,
+                                gate_order="onnx")
+        assert want is not None and got is not None
+        for g, w in zip(got, want, strict=True):
+            if xin is x:
+                np.testing.assert_allclose(g, w, rtol=0, atol=1e-6 if dt == np.float32 else 1e-13)
+            else:
+                np.testing.assert_array_equal(g, w)
 
 
 def random_batched(rng, cell: str):

@@ -436,3 +436,71 @@ def test_batched_path_threads_split(cell, lbr, threads):
         finally:
             compiled.set_threads(old)
         agree(got, want, dt, f"{cell} D={D} lbr={lbr} threads={threads}")
+
+
+def random_rows(rng, cell: str):
+    """A float32 call for the fused per-row path (batch 1-2, or more when BATCH_MIN is raised): the input
+    projection is computed in the kernel for blocks of 8 steps, the units may be split over two threads. Random T
+    (crossing the 8-step blocks), I (tails of the 8-wide dot products), H a multiple of 8 up to 128, directions,
+    lengths, biases, both GRU forms, both LSTM gate orders."""
+    dt = np.float32
+    T = int(rng.integers(1, 21))
+    B = int(rng.integers(1, 3))
+    I = int(rng.choice([1, 5, 8, 13, 40, 64, 67]))
+    H = int(rng.choice([8, 16, 24, 64, 72, 128]))
+    direction = ["forward", "reverse", "bidirectional"][rng.integers(3)]
+    D = 2 if direction == "bidirectional" else 1
+    G = 4 if cell == "lstm" else 3
+    k = 1 / np.sqrt(H)
+    lens = rng.integers(0, T + 1, size=B).astype(np.int64) if rng.random() < 0.4 else None
+    args = [u(rng, dt, T, B, I), u(rng, dt, D, G * H, I, scale=k), u(rng, dt, D, G * H, H, scale=k),
+            u(rng, dt, D, G * H, scale=k) if rng.random() < 0.7 else None,
+            u(rng, dt, D, G * H, scale=k) if rng.random() < 0.7 else None, u(rng, dt, D, B, H, scale=0.5)]
+    kw = dict(reverse=[False, True] if D == 2 else [direction == "reverse"], lens=lens)
+    if cell == "lstm":
+        args.append(u(rng, dt, D, B, H, scale=0.5))
+        kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh")]] * D
+    else:
+        kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh")]] * D
+        kw["linear_before_reset"] = bool(rng.integers(2))
+    return args, kw
+
+
+@settings(max_examples=60, deadline=None)
+@given(cell=st.sampled_from(["lstm", "gru"]), seed=st.integers(0, 2**32 - 1), threads=st.sampled_from([1, 2]),
+       batch_min=st.sampled_from([3, 3, 6]))
+def test_rows_path_agrees_with_numpy(cell, seed, threads, batch_min):
+    """Batch 1-2 (and 3-5 with BATCH_MIN raised) through the fused per-row path, one or two threads."""
+    from fusedrnn import conventions
+    from fusedrnn.cells.compiled import driver
+
+    rng = np.random.default_rng(seed)
+    args, kw = random_rows(rng, cell)
+    if batch_min > 3:  # more rows than the default lets through: the kernel's multi-row dot products
+        B = int(rng.integers(3, batch_min))
+        x = u(rng, np.float32, args[0].shape[0], B, args[0].shape[2])
+        args = [x, *args[1:5], *[u(rng, np.float32, a.shape[0], B, a.shape[2], scale=0.5) for a in args[5:]]]
+        if kw["lens"] is not None:
+            kw["lens"] = rng.integers(0, x.shape[0] + 1, size=B).astype(np.int64)
+    make, fast, engine = CELLS[cell]
+    with compiled.disabled():
+        want = engine(*args, **kw)
+    onnx_order = cell == "lstm" and rng.random() < 0.5
+    call_args = list(args)
+    if onnx_order:
+        call_args[1:5] = [None if a is None else np.ascontiguousarray(conventions.from_canonical(a, "lstm", "onnx",
+                                                                                              axis=1))
+                          for a in args[1:5]]
+    old = compiled.threads(), driver.BATCH_MIN
+    compiled.set_threads(threads)
+    driver.BATCH_MIN = batch_min
+    try:
+        got = fast(*call_args, **kw, **({"gate_order": "onnx"} if onnx_order else {}))
+        path = driver.last_path()
+    finally:
+        compiled.set_threads(old[0])
+        driver.BATCH_MIN = old[1]
+    label = (f"{cell} seed={seed} threads={threads} x{args[0].shape} H={args[2].shape[2]} lens={kw['lens']} "
+             f"rev={kw['reverse']} lbr={kw.get('linear_before_reset')} onnx={onnx_order}")
+    assert path == "rows", label
+    agree(got, want, np.float32, label)

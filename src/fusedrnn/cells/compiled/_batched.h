@@ -16,9 +16,6 @@
  * panels between two threads (a spinning barrier per pass); a bidirectional one runs a direction per thread.
  * VW is 16 with AVX-512 (-march=native on such a CPU), 8 otherwise (AVX2/FMA, or GCC's generic vectors).
  */
-#include <sched.h>
-#include <time.h>
-
 #if defined(__AVX512F__)
 typedef float vw __attribute__((vector_size(64)));
 #define VW 16
@@ -114,55 +111,6 @@ static void pack_panels(const float *W, const float *R, int I, int H, const int3
     }
 }
 
-/* ---- a two-thread barrier: spins briefly, then sleeps on a futex (the machine may be shared: a spinning
- * waiter must not keep the other thread off its core) ---------------------------------------------------- */
-#if defined(__linux__)
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-static void fx_wait(int *addr, int val) { syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0); }
-static void fx_wake(int *addr) { syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1 << 30, NULL, NULL, 0); }
-#else
-static void fx_wait(int *addr, int val) { (void)addr; (void)val; sched_yield(); }
-static void fx_wake(int *addr) { (void)addr; }
-#endif
-
-typedef struct { int count, gen, sleepers; } bar_t;
-
-#define BAR_SPIN_NS 2000000L  /* an idle vCPU wakes slowly (~0.1 ms in a VM): spin up to 2 ms before sleeping */
-
-static long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
-static void bar_wait(bar_t *b, int n) {
-    if (n < 2) return;
-    int g = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
-    if (__atomic_add_fetch(&b->count, 1, __ATOMIC_ACQ_REL) == n) {
-        __atomic_store_n(&b->count, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&b->gen, g + 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&b->sleepers, __ATOMIC_SEQ_CST)) fx_wake(&b->gen);
-        return;
-    }
-    long t0 = 0;
-    for (int spin = 0;; spin++) {
-        if (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) != g) return;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-        if ((spin & 255) == 255) {
-            long t = now_ns();
-            if (!t0) t0 = t;
-            else if (t - t0 > BAR_SPIN_NS) break;
-        }
-    }
-    __atomic_add_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&b->gen, __ATOMIC_SEQ_CST) == g) fx_wait(&b->gen, g);
-    __atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
-}
-
 typedef struct {
     const rnn_args *a;
     int d, tid, nth;
@@ -171,15 +119,23 @@ typedef struct {
     float *xg;                       /* [B, I] gathered x rows (reverse with lens), private to the job */
 } bjob;
 
-/* Which batched form direction d takes: 1 LSTM, 2 GRU lbr, 3 GRU (r before the candidate product); 0: none. */
-static int batched_form(const rnn_args *a, int d) {
-    if (!a->x || !a->W || a->B < a->batch_min || a->H % VW != 0 || a->diagonal || a->clip >= 0) return 0;
+/* Which fused form direction d of the call has (1 LSTM, 2 GRU lbr, 3 GRU with r before the candidate product;
+ * 0: none): float32 x and W given, sigmoid / tanh activations, no peepholes, projection, layer norm, clips or
+ * coupling, full R. */
+static int fused_form(const rnn_args *a, int d) {
+    if (!a->x || !a->W || a->diagonal || a->clip >= 0) return 0;
     const int *act = a->act + 3 * d;
     if (a->kind == KIND_LSTM && !a->P && !a->ln_on && !a->projW && a->cell_clip < 0 && a->coupling == COUPLE_NONE
         && a->Hp == a->H && act[0] == ACT_SIGMOID && act[1] == ACT_TANH && act[2] == ACT_TANH)
         return 1;
     if (a->kind == KIND_GRU && act[0] == ACT_SIGMOID && act[1] == ACT_TANH) return a->lbr ? 2 : 3;
     return 0;
+}
+
+/* The fused form direction d takes on the batched path (B >= batch_min, H a multiple of VW), 0 for none. */
+static int batched_form(const rnn_args *a, int d) {
+    if (a->B < a->batch_min || a->H % VW != 0) return 0;
+    return fused_form(a, d);
 }
 
 /* Part tid of nth of the panels of direction d, all steps [s0, s1) (the input projection is in the tiles). */
@@ -304,7 +260,7 @@ static void batched_part(bjob *j) {
     }
 }
 
-static void *batched_main(void *p) { batched_part((bjob *)p); return NULL; }
+static void batched_main(void *p) { batched_part((bjob *)p); }
 
 /* f32_batched_ok: 1 when every direction of this call takes the batched path. */
 int f32_batched_ok(const rnn_args *a) {
@@ -341,16 +297,13 @@ static int f32_run_batched(const rnn_args *a) {
         for (int t = 0; t < (split ? 2 : 1); t++)
             jobs[nj++] = (bjob){a, d, t, split ? 2 : 1, &bars[d], hb, cb, zb, rh, xg + t * PAD((long)B * a->I, 16)};
     }
-    pthread_t th;
-    int spawned = 0;
-    if (nj == 2 && (split || a->threads >= 2)) spawned = spawn_elsewhere(&th, batched_main, &jobs[1]);
-    if (!spawned && split) {  /* no second thread: run the panels as one part */
+    const int together = nj == 2 && (split || a->threads >= 2) ? pool_try_begin() : 0;
+    if (!together && split) {  /* no second thread: run the panels as one part */
         jobs[0].nth = 1;
         nj = 1;
     }
-    batched_part(&jobs[0]);
-    if (spawned) pthread_join(th, NULL);
-    else if (nj == 2) batched_part(&jobs[1]);
+    if (together) pool_run2(batched_main, &jobs[0], &jobs[1]);
+    else for (int i = 0; i < nj; i++) batched_part(&jobs[i]);
     for (int d = 0; d < D; d++) {
         const float *base = w + d * per;
         memcpy((float *)a->h + (long)d * B * H, base, sizeof(float) * B * H);

@@ -33,8 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCES = ("_kernel.c", "_kernel_body.h", "_batched.h")
-ABI_VERSION = 5
+SOURCES = ("_kernel.c", "_kernel_body.h", "_batched.h", "_rows.h", "_pool.h")
+ABI_VERSION = 6
 FLAG_SETS = (("-O3", "-march=native"), ("-O3",))
 COMMON_FLAGS = ("-std=gnu11", "-shared", "-fPIC", "-fno-math-errno", "-pthread")
 
@@ -150,7 +150,7 @@ def _remove_stale(out_dir: Path, keep: Path) -> None:
 
 
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
-    for name in ("f32_run", "f64_run", "f32_batched_ok"):
+    for name in ("f32_run", "f64_run", "f32_batched_ok", "f32_rows_ok"):
         fn = getattr(lib, name)
         fn.argtypes = [ctypes.c_void_p]
         fn.restype = ctypes.c_int

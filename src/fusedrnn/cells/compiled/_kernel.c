@@ -60,43 +60,10 @@ typedef struct {
 
 int f32_batched_ok(const rnn_args *a);
 
-/* Starts fn(arg) on a new thread that begins on a CPU other than the caller's where the process may use several,
- * then may run anywhere again: a new thread woken next to its parent can share that core for milliseconds before
- * the scheduler moves it (measured here: bimodal 10 / 26 ms calls with a per-step barrier), while a thread kept
- * off a core would wait behind whatever else runs on the other one. 1 when started. */
-#if defined(__linux__)
-typedef struct { void *(*fn)(void *); void *arg; cpu_set_t all; } spawn_t;
+#include "_pool.h"
 
-static void *spawn_main(void *p) {
-    spawn_t sp = *(spawn_t *)p;
-    free(p);
-    pthread_setaffinity_np(pthread_self(), sizeof sp.all, &sp.all);
-    return sp.fn(sp.arg);
-}
-#endif
-
-static int spawn_elsewhere(pthread_t *th, void *(*fn)(void *), void *arg) {
-#if defined(__linux__)
-    spawn_t *sp = malloc(sizeof *sp);
-    int cpu = sched_getcpu();
-    if (sp && cpu >= 0 && cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof sp->all, &sp->all) == 0
-        && CPU_COUNT(&sp->all) > 1 && CPU_ISSET(cpu, &sp->all)) {
-        pthread_attr_t attr;
-        cpu_set_t other = sp->all;
-        CPU_CLR(cpu, &other);
-        sp->fn = fn;
-        sp->arg = arg;
-        if (pthread_attr_init(&attr) == 0) {
-            int ok = pthread_attr_setaffinity_np(&attr, sizeof other, &other) == 0
-                && pthread_create(th, &attr, spawn_main, sp) == 0;
-            pthread_attr_destroy(&attr);
-            if (ok) return 1;
-        }
-    }
-    free(sp);
-#endif
-    return pthread_create(th, NULL, fn, arg) == 0;
-}
+int f32_rows_ok(const rnn_args *a);
+static int f32_run_rows(const rnn_args *a);
 static int f32_run_batched(const rnn_args *a);
 
 #define PAD(n, v) (((n) + (v) - 1) / (v) * (v))
@@ -249,6 +216,7 @@ static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *p
 #undef LOG1P
 #undef EXP
 #include "_batched.h"
+#include "_rows.h"
 
 #define REAL double
 #define SFX(name) f64_##name
@@ -262,4 +230,4 @@ static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *p
 #include "_kernel_body.h"
 #undef FAST
 
-int fusedrnn_abi_version(void) { return 5; }
+int fusedrnn_abi_version(void) { return 6; }

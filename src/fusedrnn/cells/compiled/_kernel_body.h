@@ -343,25 +343,21 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
 
 typedef struct { const rnn_args *a; int d, rc; } SFX(job);
 
-static void *SFX(thread_main)(void *p) {
+static void SFX(job_main)(void *p) {
     SFX(job) *j = (SFX(job) *)p;
     j->rc = SFX(run_dir)(j->a, j->d);
-    return NULL;
 }
 
-/* Runs the chunk; with threads >= 2 and two directions, the second direction runs on its own thread. */
+/* Runs the chunk; with threads >= 2 and two directions, the second direction runs on the pool's helper. */
 int SFX(run)(const rnn_args *a) {
 #if FAST
     if (f32_batched_ok(a)) return f32_run_batched(a);
+    if (f32_rows_ok(a)) return f32_run_rows(a);
 #endif
-    if (a->D == 2 && a->threads >= 2) {
-        pthread_t th;
-        SFX(job) j = {a, 1, 0};
-        if (pthread_create(&th, NULL, SFX(thread_main), &j) == 0) {
-            int rc = SFX(run_dir)(a, 0);
-            pthread_join(th, NULL);
-            return rc != 0 ? rc : j.rc;
-        }
+    if (a->D == 2 && a->threads >= 2 && pool_try_begin()) {
+        SFX(job) j0 = {a, 0, 0}, j1 = {a, 1, 0};
+        pool_run2(SFX(job_main), &j0, &j1);
+        return j0.rc != 0 ? j0.rc : j1.rc;
     }
     for (int d = 0; d < a->D; d++)
         if (SFX(run_dir)(a, d) != 0) return -1;

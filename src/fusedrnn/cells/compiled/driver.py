@@ -53,10 +53,14 @@ _ACT_SLOTS = {"lstm": 3, "gru": 2, "rnn": 1}
 def _default_threads() -> int:
     env = os.environ.get("FUSEDRNN_THREADS", "").strip()
     n = int(env) if env.isdigit() else 2
-    return max(1, min(n, 2, os.cpu_count() or 1))
+    try:
+        cpus = len(os.sched_getaffinity(0))  # the CPUs this process may run on (taskset, cgroup cpusets)
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(n, 2, cpus))
 
 
-_switch = {"enabled": True, "threads": _default_threads()}
+_switch = {"enabled": True, "threads": _default_threads(), "last": None}
 
 THREAD_MIN_MACS = 1 << 18
 """Least recurrent work (multiply-adds per direction and call) for which a bidirectional call runs its second
@@ -118,6 +122,13 @@ def set_threads(n: int) -> None:
 
 def threads() -> int:
     return _switch["threads"]
+
+
+def last_path() -> str | None:
+    """Which path the last call the kernel took ran: "batched" (packed GEMM, B >= BATCH_MIN), "rows" (fused
+    per-row loop, input projection in the kernel), "per-row" (every option; BLAS input projection); None before
+    any (tests and benchmarks use it to check which code they exercised)."""
+    return _switch["last"]
 
 
 @contextlib.contextmanager
@@ -209,17 +220,20 @@ def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int
             arr = np.ascontiguousarray(arr, dtype=None if name == "lens" else dt)
             keep.append(arr)
             setattr(args, name, _ptr(arr))
-    batched = False  # (decided with every option set in args)
-    if dt == np.float32 and B >= BATCH_MIN:  # the batched path reads x and W itself (no hoisted projection)
+    batched = fused = False  # (decided with every option set in args)
+    if dt == np.float32:  # the fused paths read x and W themselves (no hoisted projection)
         xc, Wc = np.ascontiguousarray(x), np.ascontiguousarray(W, dtype=dt)
         args.x, args.W, args.I, args.batch_min = _ptr(xc), _ptr(Wc), I, max(1, BATCH_MIN)
-        batched = bool(lib.f32_batched_ok(ctypes.byref(args)))
-        if batched:
+        ref = ctypes.byref(args)
+        batched = bool(lib.f32_batched_ok(ref))
+        fused = batched or bool(lib.f32_rows_ok(ref))
+        if fused:
             keep += [xc, Wc]
         else:
             args.x = args.W = None
-    if D * B > (MAX_ROWS if max_rows is None else max_rows) and not batched:
+    if D * B > (MAX_ROWS if max_rows is None else max_rows) and not fused:
         return None
+    _switch["last"] = "batched" if batched else "rows" if fused else "per-row"
     h = np.array(h0, dtype=dt, order="C", copy=True)
     c = np.array(c0, dtype=dt, order="C", copy=True) if c0 is not None else None
     Y = np.zeros((T, D, B, Hp), dt) if lens is not None else np.empty((T, D, B, Hp), dt)
@@ -232,7 +246,7 @@ def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int
 
     run = lib.f32_run if dt == np.float32 else lib.f64_run
     ref = ctypes.byref(args)
-    if batched:  # the kernel computes the input projection in its tiles: one call for all steps
+    if fused:  # the kernel computes the input projection itself: one call for all steps
         args.K, args.s0, args.s1 = 1, 0, steps
         if steps and run(ref) != 0:
             raise MemoryError("compiled recurrence: could not allocate its work buffer")

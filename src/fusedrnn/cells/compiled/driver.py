@@ -179,12 +179,15 @@ biases (ONNX stores i, o, f, c). The kernel reorders while packing R and reads t
 so ONNX-order weights need no reordered copy."""
 
 
-def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int, diagonal=False, lbr=False,
-         coupling=None, bh=None, P=None, proj_W=None, proj_b=None, ln=None, clip=None, cell_clip=None,
-         proj_clip=None, gperm=_IDENTITY, max_rows=None):
-    dt = x.dtype
-    T, B, I = x.shape
-    D, GH = W.shape[0], W.shape[1]
+_templates: dict = {}
+"""Per static configuration of a call (shapes, options, activations, which optional arrays are present): the
+``_Args`` with every non-pointer field set, and the path the kernel takes; a call copies it and sets the pointers
+(building the struct field by field cost about 5 µs of a batch-1 call)."""
+
+
+def _template(lib, kind, dt, T, B, I, D, GH, Hp, reverse, acts, present, diagonal, lbr, coupling, clip, cell_clip,
+              proj_clip, gperm):
+    """(args bytes, path) for :func:`_run`, path one of "batched", "rows", "per-row"; None when not handled."""
     G = _GATES[kind]
     H = GH // G
     if len(reverse) != D or D > 2 or H == 0 or B == 0 or len(acts) < D:
@@ -194,46 +197,78 @@ def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int
     table = _act_table(acts, D)
     if table is None:
         return None
+    args = _Args()
+    args.kind, args.D, args.B, args.H, args.Hp, args.G, args.T = _KIND[kind], D, B, H, Hp, G, T
+    args.act, args.alpha, args.beta = table
+    args.reverse[0], args.reverse[1] = bool(reverse[0]), bool(reverse[-1])
+    args.gperm[:] = gperm
+    args.clip = -1.0 if clip is None else float(clip)
+    args.cell_clip = -1.0 if cell_clip is None else float(cell_clip)
+    args.proj_clip = -1.0 if proj_clip is None else float(proj_clip)
+    args.diagonal, args.lbr, args.coupling = int(diagonal), int(lbr), _COUPLING[coupling]
+    args.ln_on = int("ln" in present)
+    for name in present:  # the C checks look at which pointers are set; the call sets the real ones
+        setattr(args, name, 1)
+    path = "per-row"
+    if dt == np.float32:  # the fused paths read x and W themselves (no hoisted projection)
+        args.x, args.W, args.I, args.batch_min = 1, 1, I, max(1, BATCH_MIN)
+        ref = ctypes.byref(args)
+        path = "batched" if lib.f32_batched_ok(ref) else "rows" if lib.f32_rows_ok(ref) else "per-row"
+        if path == "per-row":
+            args.x = args.W = None
+    return bytes(args), path
+
+
+_OPTIONAL = ("lens", "xb", "bh", "P", "projW", "projb", "ln")
+
+
+def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int, diagonal=False, lbr=False,
+         coupling=None, bh=None, P=None, proj_W=None, proj_b=None, ln=None, clip=None, cell_clip=None,
+         proj_clip=None, gperm=_IDENTITY, max_rows=None):
+    dt = x.dtype
+    T, B, I = x.shape
+    D, GH = W.shape[0], W.shape[1]
     if lens is not None:
         lens = np.ascontiguousarray(lens, dtype=np.int64).reshape(-1)
         if lens.shape != (B,) or lens.size and (lens.min() < 0 or lens.max() > T):
             return None  # the engine reports it; the kernel must never index outside [0, T)
         if np.all(lens == T):
             lens = None
-    steps = T if lens is None else int(lens.max(initial=0))
-    rev = [bool(r) for r in reverse]
-    args = _Args()
-    args.kind, args.D, args.B, args.H, args.Hp, args.G, args.T = _KIND[kind], D, B, H, Hp, G, T
-    args.act, args.alpha, args.beta = table
-    args.reverse[0], args.reverse[1] = rev[0], rev[-1]
-    args.gperm[:] = gperm
-    args.clip = -1.0 if clip is None else float(clip)
-    args.cell_clip = -1.0 if cell_clip is None else float(cell_clip)
-    args.proj_clip = -1.0 if proj_clip is None else float(proj_clip)
-    if diagonal or lbr or coupling is not None or ln is not None:
-        args.diagonal, args.lbr, args.coupling, args.ln_on = int(diagonal), int(lbr), _COUPLING[coupling], int(
-            ln is not None)
-    keep = []  # the arrays whose addresses the kernel holds
-    for name, arr in (("lens", lens), ("R", R), ("xb", xbias), ("bh", bh), ("P", P), ("projW", proj_W),
-                      ("projb", proj_b), ("ln", ln)):
-        if arr is not None:
-            arr = np.ascontiguousarray(arr, dtype=None if name == "lens" else dt)
-            keep.append(arr)
-            setattr(args, name, _ptr(arr))
-    batched = fused = False  # (decided with every option set in args)
-    if dt == np.float32:  # the fused paths read x and W themselves (no hoisted projection)
-        xc, Wc = np.ascontiguousarray(x), np.ascontiguousarray(W, dtype=dt)
-        args.x, args.W, args.I, args.batch_min = _ptr(xc), _ptr(Wc), I, max(1, BATCH_MIN)
-        ref = ctypes.byref(args)
-        batched = bool(lib.f32_batched_ok(ref))
-        fused = batched or bool(lib.f32_rows_ok(ref))
-        if fused:
-            keep += [xc, Wc]
-        else:
-            args.x = args.W = None
+    optional = (lens, xbias, bh, P, proj_W, proj_b, ln)
+    present = tuple(n for n, a in zip(_OPTIONAL, optional, strict=True) if a is not None)
+    key = (kind, dt.char, T, B, I, D, GH, Hp, tuple(reverse), tuple(map(tuple, acts[:D])), len(acts), present,
+           diagonal, lbr, coupling, clip, cell_clip, proj_clip, gperm, BATCH_MIN)
+    hit = _templates.get(key)
+    if hit is None:
+        hit = _template(lib, kind, dt, T, B, I, D, GH, Hp, reverse, acts, present, diagonal, lbr, coupling, clip,
+                        cell_clip, proj_clip, gperm)
+        if len(_templates) >= 512:
+            _templates.clear()
+        _templates[key] = hit
+    if hit is None:
+        return None
+    raw, path = hit
+    batched, fused = path == "batched", path != "per-row"
     if D * B > (MAX_ROWS if max_rows is None else max_rows) and not fused:
         return None
-    _switch["last"] = "batched" if batched else "rows" if fused else "per-row"
+    _switch["last"] = path
+    args = _Args.from_buffer_copy(raw)
+    keep = []  # the arrays whose addresses the kernel holds
+    for name, arr in zip(_OPTIONAL, optional, strict=True):
+        if arr is not None:
+            if name != "lens":
+                arr = np.ascontiguousarray(arr, dtype=dt)
+            keep.append(arr)
+            setattr(args, name, _ptr(arr))
+    Rc = np.ascontiguousarray(R, dtype=dt)
+    keep.append(Rc)
+    args.R = _ptr(Rc)
+    if fused:
+        xc, Wc = np.ascontiguousarray(x), np.ascontiguousarray(W, dtype=dt)
+        keep += [xc, Wc]
+        args.x, args.W = _ptr(xc), _ptr(Wc)
+    steps = T if lens is None else int(lens.max(initial=0))
+    rev = [bool(r) for r in reverse]
     h = np.array(h0, dtype=dt, order="C", copy=True)
     c = np.array(c0, dtype=dt, order="C", copy=True) if c0 is not None else None
     Y = np.zeros((T, D, B, Hp), dt) if lens is not None else np.empty((T, D, B, Hp), dt)

@@ -18,6 +18,7 @@ an int32 result (``out_dtype=np.int32``), where they act on the exact product.
 from __future__ import annotations
 
 import numbers
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -477,8 +478,9 @@ class IntMatrix:
     float type allows (``a_capacity``) is detected (free when its dtype alone proves it fits, else one min/max
     scan; ``check=False`` skips the scan and trusts ``a_absmax``) and computed by the exact general path.
 
-    b is copied; later changes to the caller's array do not affect the IntMatrix. Not thread-safe (2-D products
-    reuse internal scratch buffers): use one IntMatrix per thread.
+    b is copied; later changes to the caller's array do not affect the IntMatrix. Thread-safe: 2-D products reuse
+    scratch buffers of the calling thread (a product returned without ``out`` is valid until that thread's next
+    product with this IntMatrix).
     """
 
     def __init__(self, b, *, a_absmax, b_absmax=None):
@@ -504,7 +506,7 @@ class IntMatrix:
             self._bf = _float_copy(self.b, self.dtype)
             limit = EXACT_FLOAT32_LIMIT if self.dtype is np.float32 else EXACT_FLOAT64_LIMIT
             self.a_capacity = None if kb == 0 else limit // kb  # None: any a is exact (b is all zero, or K = 0)
-        self._abuf = self._rbuf = None
+        self._scratch: dict = {}  # per thread: (a buffer, result buffer) of the hot loop
         # the hot-loop fast path: left-operand dtypes whose range alone proves the prepared 2-D float product
         # exact -> whether that product also fits int32 (|a @ b| <= K * dtype bound * b_absmax < 2^31), which
         # allows the faster float -> int32 -> int64 conversion
@@ -547,14 +549,15 @@ class IntMatrix:
         return a
 
     def _float_product(self, a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        if a.ndim == 2 and self._bf.ndim == 2:  # the hot-loop case: reuse the scratch buffers
+        if a.ndim == 2 and self._bf.ndim == 2:  # the hot-loop case: reuse the scratch buffers (the calling thread's)
             m = a.shape[0]
-            if self._abuf is None or self._abuf.shape[0] < m:
-                self._abuf = np.empty((m, self.k), self.dtype)
-                self._rbuf = _padded_empty((m, self.n), self.dtype)
-            af = self._abuf[:m]
+            tid = threading.get_ident()
+            bufs = self._scratch.get(tid)
+            if bufs is None or bufs[0].shape[0] < m:
+                bufs = self._scratch[tid] = (np.empty((m, self.k), self.dtype), _padded_empty((m, self.n), self.dtype))
+            af = bufs[0][:m]
             af[...] = a
-            r = self._rbuf[:m] if out is None else out
+            r = bufs[1][:m] if out is None else out
             return np.matmul(af, self._bf, out=r)
         return np.matmul(a.astype(self.dtype), self._bf, out=out)
 

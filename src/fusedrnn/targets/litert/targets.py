@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError, UnsupportedFeatureError
+from ..batch_split import macs_per_row_step, split_rows
 from ..registry import Target, register
 from .layer_map import (
     calibrate_direction,
@@ -127,7 +128,11 @@ def _lstm_prepare(layer, calibration, mode: str):
         return Y, (np.stack(hs).astype(dt), np.stack(cs).astype(dt))
 
     run.kernels = kernels
-    return run
+    # rows are independent sequences for the 8x8_16 kernel, except its peephole quirk with a projection (the
+    # peephole runs over flat [B*H] buffers, see IntegerLstmKernel._peephole); the hybrid kernel quantizes the
+    # input per tensor (a statistic over the rows), the float one gains nothing (BLAS already runs two threads)
+    coupled = any(k.P and k.n_output != k.n_cell for k in kernels) if integer else True
+    return run if coupled else split_rows(run, macs_per_row_step(layer))
 
 
 def _lstm_qparams(t):

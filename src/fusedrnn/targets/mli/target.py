@@ -26,6 +26,7 @@ import numpy as np
 from ...cells.recurrence import reverse_valid_prefix
 from ...errors import ShapeError, UnsupportedFeatureError
 from ...numerics.affine import mli_quantize, mli_scale_from_float
+from ..batch_split import macs_per_row_step, split_rows
 from ..registry import Target
 from . import _compiled
 from .cells import CellQuant, gru_sequence, lstm_sequence, rnn_sequence
@@ -232,7 +233,7 @@ def _runner(layer, dirs, luts):
         return Y, (h,)
 
     run.directions = dirs
-    return run
+    return split_rows(run, macs_per_row_step(layer))
 
 
 TARGETS = [
@@ -336,7 +337,7 @@ def _runner_v1(layer, dirs):
         return (Y, (h, np.stack(cs).astype(x.dtype))) if layer.cell == "lstm" else (Y, (h,))
 
     run.directions = dirs
-    return run
+    return split_rows(run, macs_per_row_step(layer))
 
 
 TARGETS += [

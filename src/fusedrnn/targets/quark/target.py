@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedFeatureError
+from ..batch_split import macs_per_row_step, split_rows
 from ..registry import Target, register
 from .convert import _sequences, calibrate
 from .op import prepare
@@ -54,7 +55,7 @@ def _prepare(layer, calibration, *, faithful: bool):
         dt = x.dtype
         return Y.astype(dt), (h.astype(dt), c.astype(dt))
 
-    return run
+    return split_rows(run, macs_per_row_step(layer))  # rows are independent sequences for both kernels
 
 
 QUARK = register(Target(

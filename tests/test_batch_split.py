@@ -1,0 +1,116 @@
+"""fusedrnn.targets.batch_split: an SDK target's call split into two halves of its rows on two threads equals the
+unsplit call bit for bit (MLI, LiteRT 8x8_16, Quark faithful and corrected; random batches, directions, sequence
+lengths and initial states; an MLI build set in the caller's context applies to the worker's half too)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fusedrnn
+import fusedrnn.mli as mli
+from fusedrnn.cells import compiled
+from fusedrnn.targets import batch_split
+
+pytest.importorskip("threadpoolctl")
+
+
+def _layer(rng, cell, direction, I, H):
+    D = 2 if direction == "bidirectional" else 1
+    G = {"lstm": 4, "gru": 3}[cell]
+    k = 1 / np.sqrt(H)
+
+    def u(*shape):
+        return rng.uniform(-k, k, shape).astype(np.float32)
+
+    cls = {"lstm": fusedrnn.LSTM, "gru": fusedrnn.GRU}[cell]
+    return cls(u(D, G * H, I), u(D, G * H, H), u(D, G * H), u(D, G * H), direction=direction)
+
+
+CASES = [  # (target, cells, directions, initial states allowed, sequence lengths allowed)
+    ("mli2-sa8", ("lstm", "gru"), ("forward", "reverse", "bidirectional"), True, True),
+    ("mli2-fx16", ("lstm",), ("forward", "bidirectional"), True, True),
+    ("litert-int8x16", ("lstm",), ("forward", "reverse", "bidirectional"), True, False),
+    ("quark", ("lstm",), ("bidirectional",), False, False),
+    ("quark_corrected", ("lstm",), ("forward", "bidirectional"), True, False),
+]
+
+
+@pytest.fixture
+def always_split(monkeypatch):
+    calls = []
+    real = batch_split._executor
+
+    def counting():
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(batch_split, "SPLIT_MIN_MACS", 0)
+    monkeypatch.setattr(batch_split, "_executor", counting)
+    old = compiled.threads()
+    compiled.set_threads(2)
+    yield calls
+    compiled.set_threads(old)
+
+
+@pytest.mark.parametrize("target,cells,directions,states_ok,lens_ok", CASES, ids=[c[0] for c in CASES])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # counts only
+@given(seed=st.integers(0, 2**32 - 1))
+def test_split_equals_unsplit(always_split, target, cells, directions, states_ok, lens_ok, seed):
+    rng = np.random.default_rng(seed)
+    cell = cells[rng.integers(len(cells))]
+    direction = directions[rng.integers(len(directions))]
+    T, B, I, H = int(rng.integers(1, 9)), int(rng.integers(2, 8)), int(rng.integers(1, 12)), int(rng.choice([8, 16]))
+    layer = _layer(rng, cell, direction, I, H)
+    x = rng.uniform(-1, 1, (T, B, I)).astype(np.float32)
+    em = layer.to(target, calibration=x)
+    run = em._emulation
+    D = layer.num_directions
+    states = tuple((rng.uniform(-0.5, 0.5, (D, B, H)) if states_ok else np.zeros((D, B, H))).astype(np.float32)
+                   for _ in range(2 if cell == "lstm" else 1))
+    lens = rng.integers(0, T + 1, size=B).astype(np.int64) if lens_ok and rng.random() < 0.5 else None
+    n = len(always_split)
+    Y, st_split = run(x, states, lens)
+    assert len(always_split) == n + 1, "the call was not split"
+    Y0, st0 = run.unsplit(x, states, lens)
+    np.testing.assert_array_equal(Y, Y0)
+    for a, b in zip(st_split, st0, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_split_carries_the_callers_mli_build(always_split):
+    """The MLI build (a context variable) set around the call applies to the half run on the worker thread."""
+    rng = np.random.default_rng(3)
+    layer = _layer(rng, "lstm", "forward", 6, 16)
+    x = rng.uniform(-1, 1, (8, 16, 6)).astype(np.float32)
+    em = layer.to("mli2-fx16", calibration=x)
+    states = (np.zeros((1, 16, 16), np.float32),) * 2
+    results = {}
+    for mode in ("UP", "CONVERGENT"):
+        with mli.build(round_mode=mode):
+            Y, _ = em._emulation(x, states, None)
+            Y0, _ = em._emulation.unsplit(x, states, None)
+        np.testing.assert_array_equal(Y, Y0)
+        results[mode] = Y
+    # rows [0, 8) run on the worker thread: the build must change them, or the test proves nothing
+    assert not np.array_equal(results["UP"][:, :, :8], results["CONVERGENT"][:, :, :8]), "test is void"
+
+
+def test_small_calls_and_one_thread_are_not_split(monkeypatch):
+    calls = []
+    monkeypatch.setattr(batch_split, "_executor", lambda: calls.append(1))
+    rng = np.random.default_rng(4)
+    layer = _layer(rng, "lstm", "forward", 6, 16)
+    x = rng.uniform(-1, 1, (5, 4, 6)).astype(np.float32)
+    em = layer.to("mli2-sa8", calibration=x)
+    em(x)  # 5·4·(4·16·22) multiply-adds: far below SPLIT_MIN_MACS
+    old = compiled.threads()
+    compiled.set_threads(1)
+    try:
+        monkeypatch.setattr(batch_split, "SPLIT_MIN_MACS", 0)
+        em(x)
+    finally:
+        compiled.set_threads(old)
+    assert calls == []

@@ -1,10 +1,13 @@
 /* fusedrnn compiled recurrence: the time loop of the float LSTM / GRU / RNN engines.
  *
  * Built at first use by fusedrnn.cells.compiled._build (cc -O3 -march=native, loaded with ctypes); no Python
- * C-API. The Python side hoists the input projection (x·Wᵀ + folded biases, one BLAS GEMM per direction and
- * chunk of steps; the bias is added here) and calls run_f32 / run_f64 once per chunk with a struct rnn_args. Per processing step and
- * batch row this file does the recurrent GEMV (R kept in its canonical [G·H, Hp] layout: a dot product per
- * output unit, vectorised over the input units), the gate math and the state update.
+ * C-API. run_f32 / run_f64 take a struct rnn_args and run steps [s0, s1) of every direction:
+ *  - float32, common LSTM / GRU options, B >= batch_min: _batched.h (packed GEMM of [x_t | h] per step);
+ *  - the same options, B < batch_min: _rows.h (per-row dot products, input projection computed here);
+ *  - otherwise run_dir below: the Python side hoists the input projection (x·Wᵀ, one BLAS GEMM per direction and
+ *    chunk of steps; the folded bias is added here); per step and batch row this file does the recurrent GEMV,
+ *    the gate math and the state update.
+ * Second threads come from _pool.h (one persistent helper thread).
  *
  * Semantics are those of the NumPy engines (lstm.py, gru.py, rnn.py); processing step s of a reverse
  * direction reads and writes time index len_b - 1 - s; rows with s >= len_b are left alone.

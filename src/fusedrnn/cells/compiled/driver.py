@@ -1,6 +1,7 @@
-"""Python side of the compiled recurrence: checks the options are in the compiled subset; on the per-row path
-hoists the input projection (one BLAS GEMM per direction and chunk of steps) and runs the kernel once per chunk;
-on the float32 batched path (the kernel computes x·Wᵀ in its tiles) runs the kernel once.
+"""Python side of the compiled recurrence: checks the options are in the compiled subset and which path the
+kernel takes (cached per static configuration); on the general per-row path hoists the input projection (one BLAS
+GEMM per direction and chunk of steps) and runs the kernel once per chunk; on the float32 fused paths (batched
+GEMM, or per-row at batch 1-2: the kernel computes x·Wᵀ itself) runs the kernel once.
 
 The ``run_*`` functions take exactly the arguments of :func:`fusedrnn.cells.lstm_sequence`,
 :func:`~fusedrnn.cells.gru_sequence` and :func:`~fusedrnn.cells.rnn_sequence` and return the same tuple, or

@@ -354,6 +354,27 @@ def test_lstm_onnx_gate_order_equals_canonical(seed, dt):
                 np.testing.assert_array_equal(g, w)
 
 
+def fused_call(rng, cell: str, T: int, B: int, I: int, H: int, direction: str, lens_p: float):
+    """Random float32 arguments of a call with the fused options (sigmoid/tanh, nothing else): lengths with
+    probability ``lens_p``, each bias with 0.7, random initial states, both GRU forms."""
+    dt = np.float32
+    D = 2 if direction == "bidirectional" else 1
+    G = 4 if cell == "lstm" else 3
+    k = 1 / np.sqrt(H)
+    lens = rng.integers(0, T + 1, size=B).astype(np.int64) if rng.random() < lens_p else None
+    args = [u(rng, dt, T, B, I), u(rng, dt, D, G * H, I, scale=k), u(rng, dt, D, G * H, H, scale=k),
+            u(rng, dt, D, G * H, scale=k) if rng.random() < 0.7 else None,
+            u(rng, dt, D, G * H, scale=k) if rng.random() < 0.7 else None, u(rng, dt, D, B, H, scale=0.5)]
+    kw = dict(reverse=[False, True] if D == 2 else [direction == "reverse"], lens=lens)
+    if cell == "lstm":
+        args.append(u(rng, dt, D, B, H, scale=0.5))
+        kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh")]] * D
+    else:
+        kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh")]] * D
+        kw["linear_before_reset"] = bool(rng.integers(2))
+    return args, kw
+
+
 def random_batched(rng, cell: str):
     """A float32 call in the batched subset (packed GEMM with the input projection and gate math fused): B up to
     64, H a multiple of 16, random I, T, directions, lengths, biases, both GRU forms, both LSTM gate orders."""
@@ -364,20 +385,7 @@ def random_batched(rng, cell: str):
     H = int(rng.choice([16, 32, 48, 64]))
     direction = ["forward", "reverse", "bidirectional"][rng.integers(3)]
     D = 2 if direction == "bidirectional" else 1
-    G = 4 if cell == "lstm" else 3
-    k = 1 / np.sqrt(H)
-    lens = rng.integers(0, T + 1, size=B).astype(np.int64) if rng.random() < 0.5 else None
-    x = u(rng, dt, T, B, I)
-    args = [x, u(rng, dt, D, G * H, I, scale=k), u(rng, dt, D, G * H, H, scale=k),
-            u(rng, dt, D, G * H, scale=k) if rng.random() < 0.7 else None,
-            u(rng, dt, D, G * H, scale=k) if rng.random() < 0.7 else None, u(rng, dt, D, B, H, scale=0.5)]
-    kw = dict(reverse=[False, True] if D == 2 else [direction == "reverse"], lens=lens)
-    if cell == "lstm":
-        args.append(u(rng, dt, D, B, H, scale=0.5))
-        kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh")]] * D
-    else:
-        kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh")]] * D
-        kw["linear_before_reset"] = bool(rng.integers(2))
+    args, kw = fused_call(rng, cell, T, B, I, H, direction, lens_p=0.5)
     if rng.random() < 0.25:  # an option outside the batched subset: the per-row path must take the call
         if cell == "lstm" and rng.random() < 0.5:
             kw["P"] = u(rng, dt, D, 3, H, scale=0.5)
@@ -443,27 +451,12 @@ def random_rows(rng, cell: str):
     projection is computed in the kernel for blocks of 8 steps, the units may be split over two threads. Random T
     (crossing the 8-step blocks), I (tails of the 8-wide dot products), H a multiple of 8 up to 128, directions,
     lengths, biases, both GRU forms, both LSTM gate orders."""
-    dt = np.float32
     T = int(rng.integers(1, 21))
     B = int(rng.integers(1, 3))
     I = int(rng.choice([1, 5, 8, 13, 40, 64, 67]))
     H = int(rng.choice([8, 16, 24, 64, 72, 128]))
     direction = ["forward", "reverse", "bidirectional"][rng.integers(3)]
-    D = 2 if direction == "bidirectional" else 1
-    G = 4 if cell == "lstm" else 3
-    k = 1 / np.sqrt(H)
-    lens = rng.integers(0, T + 1, size=B).astype(np.int64) if rng.random() < 0.4 else None
-    args = [u(rng, dt, T, B, I), u(rng, dt, D, G * H, I, scale=k), u(rng, dt, D, G * H, H, scale=k),
-            u(rng, dt, D, G * H, scale=k) if rng.random() < 0.7 else None,
-            u(rng, dt, D, G * H, scale=k) if rng.random() < 0.7 else None, u(rng, dt, D, B, H, scale=0.5)]
-    kw = dict(reverse=[False, True] if D == 2 else [direction == "reverse"], lens=lens)
-    if cell == "lstm":
-        args.append(u(rng, dt, D, B, H, scale=0.5))
-        kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh")]] * D
-    else:
-        kw["acts"] = [[Activation("Sigmoid"), Activation("Tanh")]] * D
-        kw["linear_before_reset"] = bool(rng.integers(2))
-    return args, kw
+    return fused_call(rng, cell, T, B, I, H, direction, lens_p=0.4)
 
 
 @settings(max_examples=60, deadline=None)

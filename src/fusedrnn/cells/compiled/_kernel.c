@@ -168,6 +168,15 @@ static inline double f64_hsum(vd a) { double s = 0; for (int l = 0; l < VD; l++)
  * reduced with horizontal adds at the end. */
 #if defined(__AVX__)
 #define HAVE_GEMV8 1
+/* The eight horizontal sums of a0 .. a7, as one vector (lane q: the sum of aq). */
+static inline __m256 red8(vf a0, vf a1, vf a2, vf a3, vf a4, vf a5, vf a6, vf a7) {
+    __m256 t0 = _mm256_hadd_ps((__m256)a0, (__m256)a1), t1 = _mm256_hadd_ps((__m256)a2, (__m256)a3);
+    __m256 t2 = _mm256_hadd_ps((__m256)a4, (__m256)a5), t3 = _mm256_hadd_ps((__m256)a6, (__m256)a7);
+    t0 = _mm256_hadd_ps(t0, t1);
+    t2 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t2, 0x20), _mm256_permute2f128_ps(t0, t2, 0x31));
+}
+
 static inline void f32_gemv8(const float *r, long K, const float *h, float *out) {
     vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
     for (long k = 0; k < K; k += 8) {
@@ -177,12 +186,7 @@ static inline void f32_gemv8(const float *r, long K, const float *h, float *out)
         a4 += *(const vfu *)(r + 4 * K + k) * hv; a5 += *(const vfu *)(r + 5 * K + k) * hv;
         a6 += *(const vfu *)(r + 6 * K + k) * hv; a7 += *(const vfu *)(r + 7 * K + k) * hv;
     }
-    __m256 t0 = _mm256_hadd_ps((__m256)a0, (__m256)a1), t1 = _mm256_hadd_ps((__m256)a2, (__m256)a3);
-    __m256 t2 = _mm256_hadd_ps((__m256)a4, (__m256)a5), t3 = _mm256_hadd_ps((__m256)a6, (__m256)a7);
-    t0 = _mm256_hadd_ps(t0, t1);
-    t2 = _mm256_hadd_ps(t2, t3);
-    __m256 lo = _mm256_permute2f128_ps(t0, t2, 0x20), hi = _mm256_permute2f128_ps(t0, t2, 0x31);
-    _mm256_storeu_ps(out, _mm256_add_ps(lo, hi));
+    _mm256_storeu_ps(out, red8(a0, a1, a2, a3, a4, a5, a6, a7));
 }
 /* rows [G blocks of H] of R (block q is source block perm[q]; row stride K) times h into out [G·H]; H % 8 == 0 */
 static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *perm, const float *h, float *out) {

@@ -23,14 +23,6 @@
  * (a barrier costs ~0.05-0.15 µs here; a step of 16K multiply-adds ~0.6 µs). */
 #define ROWS_SPLIT_MIN_MACS (1L << 14)
 
-static inline __m256 red8(vf a0, vf a1, vf a2, vf a3, vf a4, vf a5, vf a6, vf a7) {
-    __m256 t0 = _mm256_hadd_ps((__m256)a0, (__m256)a1), t1 = _mm256_hadd_ps((__m256)a2, (__m256)a3);
-    __m256 t2 = _mm256_hadd_ps((__m256)a4, (__m256)a5), t3 = _mm256_hadd_ps((__m256)a6, (__m256)a7);
-    t0 = _mm256_hadd_ps(t0, t1);
-    t2 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t2, 0x20), _mm256_permute2f128_ps(t0, t2, 0x31));
-}
-
 /* o[q] = Σ_k r[q·K + k]·v[k] for the 8 rows q < 8 (any K): vectors over k < K - K % 8, the rest in order. */
 static inline void dot8(const float *r, long K, const float *v, float *o) {
     const long K8 = K & ~7L;

@@ -299,8 +299,8 @@ def set_threads(n: int) -> str:
 def add_threads_option(ap) -> None:
     """The suites' ``--threads N`` option (apply it with :func:`set_threads`)."""
     ap.add_argument("--threads", type=int, default=None,
-                    help="limit numpy BLAS and fusedrnn's compiled loops (the float engine's batched loop uses 2 "
-                         "threads by default; the SDK kernels use 1) to N threads")
+                    help="limit numpy BLAS and fusedrnn's own threads (the compiled float loops and the SDK "
+                         "targets' row split use 2 by default) to N threads")
 
 
 PEER_FACTORIES: dict[str, Callable[[Problem], Runner]] = {"ORT": ort_runner, "torch": torch_runner}

@@ -13,6 +13,8 @@ The whole file is skipped where the kernel cannot be built (no C compiler).
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -375,6 +377,17 @@ def fused_call(rng, cell: str, T: int, B: int, I: int, H: int, direction: str, l
     return args, kw
 
 
+@contextlib.contextmanager
+def using_threads(n: int):
+    """The compiled loop's thread setting n inside the block."""
+    old = compiled.threads()
+    compiled.set_threads(n)
+    try:
+        yield
+    finally:
+        compiled.set_threads(old)
+
+
 def random_batched(rng, cell: str):
     """A float32 call in the batched subset (packed GEMM with the input projection and gate math fused): B up to
     64, H a multiple of 16, random I, T, directions, lengths, biases, both GRU forms, both LSTM gate orders."""
@@ -404,14 +417,10 @@ def test_batched_path_agrees_with_numpy(cell, seed, threads):
     make, fast, engine = CELLS[cell]
     with compiled.disabled():
         want = engine(*args, **kw)
-    old = compiled.threads()
-    compiled.set_threads(threads)
-    try:
+    with using_threads(threads):
         outside = "P" in kw or "clip" in kw
         got = fast(*args, **kw, max_rows=10**6 if outside or len(kw["reverse"]) * args[0].shape[1] <= compiled.MAX_ROWS
                    else None)
-    finally:
-        compiled.set_threads(old)
     agree(got, want, np.float32, f"{cell} seed={seed} threads={threads} x{args[0].shape} H={args[2].shape[2]} "
                                  f"lens={kw['lens']} rev={kw['reverse']} lbr={kw.get('linear_before_reset')}")
 
@@ -437,12 +446,8 @@ def test_batched_path_threads_split(cell, lbr, threads):
         make, fast, engine = CELLS[cell]
         with compiled.disabled():
             want = engine(*args, **kw)
-        old = compiled.threads()
-        compiled.set_threads(threads)
-        try:
+        with using_threads(threads):
             got = fast(*args, **kw)
-        finally:
-            compiled.set_threads(old)
         agree(got, want, dt, f"{cell} D={D} lbr={lbr} threads={threads}")
 
 
@@ -484,15 +489,14 @@ def test_rows_path_agrees_with_numpy(cell, seed, threads, batch_min):
         call_args[1:5] = [None if a is None else np.ascontiguousarray(conventions.from_canonical(a, "lstm", "onnx",
                                                                                               axis=1))
                           for a in args[1:5]]
-    old = compiled.threads(), driver.BATCH_MIN
-    compiled.set_threads(threads)
+    old = driver.BATCH_MIN
     driver.BATCH_MIN = batch_min
     try:
-        got = fast(*call_args, **kw, **({"gate_order": "onnx"} if onnx_order else {}))
-        path = driver.last_path()
+        with using_threads(threads):
+            got = fast(*call_args, **kw, **({"gate_order": "onnx"} if onnx_order else {}))
+            path = driver.last_path()
     finally:
-        compiled.set_threads(old[0])
-        driver.BATCH_MIN = old[1]
+        driver.BATCH_MIN = old
     label = (f"{cell} seed={seed} threads={threads} x{args[0].shape} H={args[2].shape[2]} lens={kw['lens']} "
              f"rev={kw['reverse']} lbr={kw.get('linear_before_reset')} onnx={onnx_order}")
     assert path == "rows", label

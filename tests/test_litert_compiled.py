@@ -134,7 +134,7 @@ def test_engine_selection(monkeypatch):
         k.run(x, state, engine="fast")
     with _compiled.use_engine("numpy"):
         assert _compiled.library("auto") is None
-    lib = _compiled._LIBRARY  # as if the kernel could not be built
+    lib = _compiled._LOOP.kernel  # as if the kernel could not be built
     for attr, value in (("_tried", True), ("_lib", None), ("reason", "disabled by FUSEDRNN_COMPILED=0")):
         monkeypatch.setattr(lib, attr, value)
     with pytest.raises(RuntimeError, match="FUSEDRNN_COMPILED=0"):

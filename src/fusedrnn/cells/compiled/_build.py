@@ -288,3 +288,47 @@ class EngineChoice:
             yield
         finally:
             self.default = old
+
+
+class CompiledLoop:
+    """An SDK target's compiled time loop: its :class:`KernelLibrary` and the process-wide choice of what
+    ``engine="auto"`` means (:class:`EngineChoice`). ``name`` (e.g. "MLI") appears in error messages; the other
+    arguments are :class:`KernelLibrary`'s."""
+
+    def __init__(self, name: str, source: Path, stem: str, abi_symbol: str, abi_version: int,
+                 bind: Callable[[ctypes.CDLL], None], extra_flags: tuple[str, ...] = ()):
+        self.name = name
+        self.kernel = KernelLibrary(source, stem, abi_symbol, abi_version, bind, extra_flags)
+        self.engines = EngineChoice()
+
+    def load(self) -> ctypes.CDLL | None:
+        """The kernel library (compiled or loaded from the cache on the first call), or None."""
+        return self.kernel.load()
+
+    def unavailable_reason(self) -> str | None:
+        """Why :meth:`load` returned None (None when loaded or not tried yet)."""
+        return self.kernel.reason
+
+    def default_engine(self) -> str:
+        """What ``engine="auto"`` means now: "auto" (compiled when available), or what :meth:`use_engine` set."""
+        return self.engines.default
+
+    def use_engine(self, engine: str):
+        """Make ``engine="auto"`` mean ``engine`` ("auto", "numpy" or "compiled") inside the block (tests,
+        benchmarks; process-wide, not thread-safe)."""
+        return self.engines.use(engine)
+
+    def library(self, engine: str = "auto") -> ctypes.CDLL | None:
+        """The library for ``engine`` ("auto", "numpy", "compiled"), or None for the NumPy loop; RuntimeError for
+        "compiled" when the library is unavailable."""
+        if engine == "auto":
+            engine = self.default_engine()
+        if engine == "numpy":
+            return None
+        if engine not in EngineChoice.ENGINES:
+            raise ValueError(f"engine: expected 'auto', 'numpy' or 'compiled', got {engine!r}")
+        lib = self.load()
+        if lib is None and engine == "compiled":
+            raise RuntimeError(f"engine='compiled': the {self.name} kernel is unavailable "
+                               f"({self.unavailable_reason()})")
+        return lib

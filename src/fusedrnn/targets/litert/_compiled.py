@@ -47,45 +47,10 @@ def _bind(lib) -> None:
     lib.litert_lstm.restype = ctypes.c_int
 
 
-_LIBRARY = _build.KernelLibrary(SOURCE, "litert", "litert_abi_version", ABI, _bind)
-
-
-def load():
-    """The kernel library (compiled or loaded from the cache on the first call), or None."""
-    return _LIBRARY.load()
-
-
-def unavailable_reason() -> str | None:
-    """Why :func:`load` returned None (None when loaded or not tried yet)."""
-    return _LIBRARY.reason
-
-
-_ENGINE = _build.EngineChoice()
-
-
-def default_engine() -> str:
-    """What ``engine="auto"`` means now: "auto" (compiled when available), or what :func:`use_engine` set."""
-    return _ENGINE.default
-
-
-def use_engine(engine: str):
-    """Make ``engine="auto"`` mean ``engine`` ("auto", "numpy" or "compiled") inside the block (tests, benchmarks;
-    process-wide, not thread-safe)."""
-    return _ENGINE.use(engine)
-
-
-def library(engine: str):
-    """The library for ``engine`` ("auto", "numpy", "compiled"), or None for the NumPy loop."""
-    if engine == "auto":
-        engine = default_engine()
-    if engine == "numpy":
-        return None
-    if engine not in ("auto", "compiled"):
-        raise ValueError(f"engine: expected 'auto', 'numpy' or 'compiled', got {engine!r}")
-    lib = load()
-    if lib is None and engine == "compiled":
-        raise RuntimeError(f"engine='compiled': the LiteRT kernel is unavailable ({unavailable_reason()})")
-    return lib
+_LOOP = _build.CompiledLoop("LiteRT", SOURCE, "litert", "litert_abi_version", ABI, _bind)
+# the module-level API of this target's compiled loop (load, engine choice, library for an engine)
+load, unavailable_reason = _LOOP.load, _LOOP.unavailable_reason
+default_engine, use_engine, library = _LOOP.default_engine, _LOOP.use_engine, _LOOP.library
 
 
 # ---- the prepared constants of one kernel ----------------------------------------------------------------------

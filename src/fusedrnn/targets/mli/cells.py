@@ -204,7 +204,7 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
     pair0 = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, all4, cache=cache)
     if flavor != "sa8":
         pair0.bias_shift = q.inp + q.wi - q.bias_frac
-    lib = _lib(engine)
+    lib = C.library(engine)
     r0 = _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, _mat(cache, "wi", Wi, flavor), lib, cache,
                          "wi")
     rmat = _mat(cache, "wo", Wo, flavor)
@@ -267,7 +267,7 @@ def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
     if flavor != "sa8":
         pz.bias_shift = pn.bias_shift = q.inp + q.wi - q.bias_frac
     b = A.i64(bias)
-    lib = _lib(engine)
+    lib = C.library(engine)
     r0_zr = _input_partials(x, Wi[:2], b[:2], pz, flavor, full_accu, mode, _mat(cache, "wi_zr", Wi[:2], flavor), lib,
                             cache, "wi_zr")
     r0_n = _input_partials(x, Wi[2:], b[2:], pn, flavor, full_accu, mode, _mat(cache, "wi_n", Wi[2:], flavor), lib,
@@ -343,20 +343,6 @@ def rnn_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
 
 # ---- the compiled loops (_kernel.c): same arithmetic, tables and constants computed here --------------------------
 FLAVOR_CODE = {"sa8": 0, "fx16": 1, "fx16_fx8_fx8": 2}
-
-
-def _lib(engine: str):
-    """The compiled kernel library for ``engine``, or None for the NumPy loops."""
-    if engine == "auto":
-        engine = C.default_engine()
-    if engine == "numpy":
-        return None
-    if engine not in ("auto", "compiled"):
-        raise ValueError(f"engine: expected 'auto', 'numpy' or 'compiled', got {engine!r}")
-    lib = C.load()
-    if lib is None and engine == "compiled":
-        raise RuntimeError(f"engine='compiled': the MLI kernel is unavailable ({C.unavailable_reason()})")
-    return lib
 
 
 def _op(kind: str, qa, qb, qo, flavor: str, mode: str) -> tuple:

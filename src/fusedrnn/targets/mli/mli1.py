@@ -23,7 +23,6 @@ import numpy as np
 
 from . import _arith as A
 from . import _compiled as C
-from .cells import _lib
 from .checks import check_out, check_tensor, check_types, fail, mli_kernel, require
 from .config import ElType, RnnAct, RnnCellCfgDepr, RnnMode
 from .luts import act_fx8, act_fx16, make_lut
@@ -127,7 +126,7 @@ def lstm1x_sequence(x, h0, c0, Wx, Wh, b, *, f_in, f_prev, f_w, f_b, f_cell, f_o
     T, B, _ = x.shape
     Y = np.zeros((T, B, M), np.int64)
     Wx2, Wh2, b2 = prep(A.i64(Wx).reshape(G * M, N)), prep(A.i64(Wh).reshape(G * M, M)), A.i64(b).reshape(-1)
-    lib = _lib(engine)
+    lib = C.library(engine)
     if lib is not None:
         return _lstm1x_compiled(lib, x, h, c, Wx2, Wh, b2, f_in, f_prev, f_w, f_b, f_cell, f_out, f_ir, act, flavor,
                                 valid)

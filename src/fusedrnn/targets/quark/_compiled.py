@@ -54,31 +54,10 @@ def _bind(lib) -> None:
     lib.quark_tanhf_vec.restype = None
 
 
-_LIBRARY = _build.KernelLibrary(SOURCE, "quark", "quark_abi_version", ABI, _bind, extra_flags=EXTRA_FLAGS)
-
-
-def load():
-    """The kernel library (compiled or loaded from the cache on the first call), or None."""
-    return _LIBRARY.load()
-
-
-def unavailable_reason() -> str | None:
-    """Why :func:`load` returned None (None when loaded or not tried yet)."""
-    return _LIBRARY.reason
-
-
-_ENGINE = _build.EngineChoice()
-
-
-def default_engine() -> str:
-    """What the kernel runs: "auto" (compiled when available), or what :func:`use_engine` set."""
-    return _ENGINE.default
-
-
-def use_engine(engine: str):
-    """Make the kernel run ``engine`` ("auto", "numpy" or "compiled") inside the block (tests, benchmarks;
-    process-wide, not thread-safe)."""
-    return _ENGINE.use(engine)
+_LOOP = _build.CompiledLoop("Quark", SOURCE, "quark", "quark_abi_version", ABI, _bind, extra_flags=EXTRA_FLAGS)
+# the module-level API of this target's compiled loop (load, engine choice, library for an engine)
+load, unavailable_reason = _LOOP.load, _LOOP.unavailable_reason
+default_engine, use_engine, library = _LOOP.default_engine, _LOOP.use_engine, _LOOP.library
 
 
 def tanhf_array(x: np.ndarray) -> np.ndarray:

@@ -62,10 +62,7 @@ class Recurrence:
         p = self.p
         h = np.full((D, B, H), p.ohz, dtype=np.int16) if h0 is None else np.asarray(h0, dtype=np.int64)
         c = np.zeros((D, B, H), dtype=_F32) if c0 is None else np.asarray(c0, dtype=_F32)
-        engine = _compiled.default_engine()
-        lib = None if engine == "numpy" else _compiled.load()
-        if engine == "compiled" and lib is None:
-            raise RuntimeError(f"compiled Quark kernel unavailable: {_compiled.unavailable_reason()}")
+        lib = _compiled.library()
         x16 = (np.asarray(xcodes, dtype=np.uint16) ^ np.uint16(0x8000)).view(np.int16)  # q - 32768
         if lib is not None:
             y, h, c, yf = _compiled.run(lib, self._pack(), x16, h.astype(np.int16), c, dequantize=dequantize)

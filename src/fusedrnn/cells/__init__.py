@@ -4,6 +4,7 @@ from .activations import ACTIVATION_NAMES, Activation, parse_activations
 from .dense import dense
 from .gru import gru_sequence
 from .lstm import lstm_sequence
+from .observers import Range, RangeObserver
 from .rnn import rnn_sequence
 from .rounding import BF16, EXACT, FP16, POINTS, RoundingPolicy
 
@@ -15,6 +16,8 @@ __all__ = [
     "gru_sequence",
     "lstm_sequence",
     "rnn_sequence",
+    "Range",
+    "RangeObserver",
     "BF16",
     "EXACT",
     "FP16",

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import compiled, rounded
 from .activations import Activation, half_sigmoid
+from .observers import Observer, wanted_points
 from .recurrence import (
     activation_applier,
     begin_sequence,
@@ -46,16 +47,25 @@ def gru_sequence(
     clip: float | None = None,
     linear_before_reset: bool = False,
     policy: RoundingPolicy = EXACT,
+    observer: Observer | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Run a GRU over a sequence. Returns Y [T, D, B, H] and Y_h [D, B, H]; ``acts[d]`` = (f, g)."""
-    fast = compiled.run_gru(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip,
-                            linear_before_reset=linear_before_reset, policy=policy)
-    if fast is not None:  # small batch, EXACT policy, kernel available: the compiled time loop ran
-        return fast
-    fast = rounded.run_gru(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip,
-                           linear_before_reset=linear_before_reset, policy=policy)
-    if fast is not None:  # small batch, fp16/bf16/DLFLOAT16 policy: the compiled rounded loop ran
-        return fast
+    """Run a GRU over a sequence. Returns Y [T, D, B, H] and Y_h [D, B, H]; ``acts[d]`` = (f, g). ``observer``
+    is called with the values of every step at the named points of :mod:`fusedrnn.cells.observers`."""
+    if observer is None:
+        kw = dict(reverse=reverse, acts=acts, lens=lens, clip=clip, linear_before_reset=linear_before_reset,
+                  policy=policy)
+        fast = compiled.run_gru(x, W, R, b_x, b_h, h0, **kw)
+        if fast is None:
+            fast = rounded.run_gru(x, W, R, b_x, b_h, h0, **kw)
+        if fast is not None:
+            return fast
+    return _numpy_gru(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip,
+                      linear_before_reset=linear_before_reset, policy=policy, observer=observer)
+
+
+def _numpy_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linear_before_reset=False,
+               policy=EXACT, observer=None):
+    """The NumPy time loop of :func:`gru_sequence` (same arguments)."""
     B = x.shape[1]
     D, H3 = W.shape[0], W.shape[1]
     H = H3 // 3
@@ -101,6 +111,8 @@ def gru_sequence(
     zr_stage = gate_stage(clipper(None if clip is None else clip / 2) if fold else clamp, r_pre,
                           half_sigmoid if fold else activation_applier([a[0] for a in acts], D), r_gate)
     n_stage = gate_stage(clamp, r_pre, activation_applier([a[1] for a in acts], D), r_gate)
+    want = wanted_points(observer)
+    unfold = 2 if fold else 1  # the folded z, r pre-activations are ½ of the true ones (exactly)
     if linear_before_reset:
         acc = np.empty((D, B, H3), dt)
     else:
@@ -124,6 +136,9 @@ def gru_sequence(
             np.matmul(hp, RT_zr, out=a)
             zr = a
             zr += g[:, :, : 2 * H]
+        if "preact" in want:
+            pre = np.empty((D, n, 3, H), dt)
+            np.multiply(zr.reshape(D, n, 2, H), unfold, out=pre[:, :, :2])
         zr_stage(zr)
         z, r = zr[:, :, :H], zr[:, :, H:]
         if linear_before_reset:
@@ -136,6 +151,8 @@ def gru_sequence(
             np.multiply(r, hp, out=t)
             np.matmul(t, RT_n, out=nn)
         nn += g[:, :, 2 * H :]
+        if "preact" in want:
+            pre[:, :, 2] = nn
         n_stage(nn)
         # h' = n + z ⊙ (h - n)
         hn = Yp[s, :, :n]
@@ -144,6 +161,14 @@ def gru_sequence(
         hn += nn
         if r_hid is not None:
             r_hid(hn)
+        if want:
+            if "preact" in want:
+                observer("preact", pre)
+            if "gates" in want:
+                observer("gates", np.concatenate([zr, nn], axis=2).reshape(D, n, 3, H))
+            for point in ("hidden", "output"):
+                if point in want:
+                    observer(point, hn.copy())
         h_prev = Yp[s]
 
     return end_sequence(Yp, h0, plan, reverse, policy)

@@ -28,6 +28,7 @@ import numpy as np
 
 from . import compiled, rounded
 from .activations import Activation, half_sigmoid
+from .observers import Observer, wanted_points
 from .recurrence import (
     activation_applier,
     begin_sequence,
@@ -76,24 +77,38 @@ def lstm_sequence(
     ln: np.ndarray | None = None,
     policy: RoundingPolicy = EXACT,
     h_feed: Callable[[np.ndarray], np.ndarray] | None = None,
+    observer: Observer | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run an LSTM over a sequence. Returns Y [T, D, B, Hp], Y_h [D, B, Hp], Y_c [D, B, H].
 
     Inputs are validated canonical arrays in one float dtype (the compute dtype); ``acts[d]`` holds the
     (f, g, h) activations of direction d. Nothing the caller passed is modified. ``h_feed`` maps the previous
     hidden state of the active rows [D, n, Hp] to the values the recurrent GEMM sees (a new array; e.g.
-    onnxruntime's DynamicQuantizeLSTM quantizes it to uint8 and back every step).
+    onnxruntime's DynamicQuantizeLSTM quantizes it to uint8 and back every step). ``observer`` is called with
+    the values of every step at the named points of :mod:`fusedrnn.cells.observers` (the NumPy loop runs).
     """
-    fast = compiled.run_lstm(x, W, R, b_x, b_h, h0, c0, reverse=reverse, acts=acts, lens=lens, P=P, clip=clip,
-                             coupling=coupling, cell_clip=cell_clip, proj_W=proj_W, proj_b=proj_b,
-                             proj_clip=proj_clip, ln=ln, policy=policy, h_feed=h_feed)
+    if observer is None:
+        fast = _fast(x, W, R, b_x, b_h, h0, c0, reverse=reverse, acts=acts, lens=lens, P=P, clip=clip,
+                     coupling=coupling, cell_clip=cell_clip, proj_W=proj_W, proj_b=proj_b, proj_clip=proj_clip,
+                     ln=ln, policy=policy, h_feed=h_feed)
+        if fast is not None:
+            return fast
+    return _numpy_lstm(x, W, R, b_x, b_h, h0, c0, reverse=reverse, acts=acts, lens=lens, P=P, clip=clip,
+                       coupling=coupling, cell_clip=cell_clip, proj_W=proj_W, proj_b=proj_b, proj_clip=proj_clip,
+                       ln=ln, policy=policy, h_feed=h_feed, observer=observer)
+
+
+def _fast(x, W, R, b_x, b_h, h0, c0, **kw):
+    fast = compiled.run_lstm(x, W, R, b_x, b_h, h0, c0, **kw)
     if fast is not None:  # small batch, EXACT policy, kernel available: the compiled time loop ran
         return fast
-    fast = rounded.run_lstm(x, W, R, b_x, b_h, h0, c0, reverse=reverse, acts=acts, lens=lens, P=P, clip=clip,
-                            coupling=coupling, cell_clip=cell_clip, proj_W=proj_W, proj_b=proj_b,
-                            proj_clip=proj_clip, ln=ln, policy=policy, h_feed=h_feed)
-    if fast is not None:  # small batch, fp16/bf16/DLFLOAT16 policy: the compiled rounded loop ran
-        return fast
+    return rounded.run_lstm(x, W, R, b_x, b_h, h0, c0, **kw)  # fp16/bf16/DLFLOAT16 policy: the rounded loop
+
+
+def _numpy_lstm(x, W, R, b_x, b_h, h0, c0, *, reverse, acts, lens=None, P=None, clip=None, coupling=None,
+                cell_clip=None, proj_W=None, proj_b=None, proj_clip=None, ln=None, policy=EXACT, h_feed=None,
+                observer=None):
+    """The NumPy time loop of :func:`lstm_sequence` (same arguments)."""
     B = x.shape[1]
     D, H4 = W.shape[0], W.shape[1]
     H = H4 // 4
@@ -159,6 +174,9 @@ def lstm_sequence(
     # gates activated before the cell update: i, f (and o unless its peephole needs the new cell)
     n_early = 2 * H if peep_o else 3 * H
 
+    want = wanted_points(observer)
+    unfold = 2 if fold else 1  # the folded i, f, o pre-activations are ½ of the true ones (exactly)
+
     acc = np.empty((D, B, H4), dt)
     m_buf = np.empty((D, B, H), dt) if projT is not None else None
 
@@ -198,6 +216,9 @@ def lstm_sequence(
         a += g
         if P_if is not None:
             a4[:, :, 0:2] += P_if * cc[:, :, None]
+        if "preact" in want:  # compute order; o is replaced below when its peephole needs the new cell
+            pre = a4.copy()
+            pre[:, :, :3] *= unfold
         if ln_c is not None:
             layer_norm(a4, slice(0, 2) if peep_o else slice(0, 3))
             layer_norm(a4, slice(3, 4))
@@ -221,6 +242,8 @@ def lstm_sequence(
         if r_gate is not None:
             r_gate(early)
             r_gate(cand)
+        if "gates" in want:  # before i is overwritten by i * g
+            gates = a4.copy()
         # c = f * c + i * g
         cc *= gf
         gi *= cand
@@ -231,9 +254,13 @@ def lstm_sequence(
             r_cell(cc)
         if peep_o:
             go += P_o * cc
+            if "preact" in want:
+                np.multiply(go, unfold, out=pre[:, :, 2])
             if ln_c is not None:
                 layer_norm(a4, slice(2, 3))
             o_stage(go)
+            if "gates" in want:
+                gates[:, :, 2] = go
         # h = o * h(c), then the optional projection
         hn = Yp[s, :, :n]
         if m is None:
@@ -254,6 +281,17 @@ def lstm_sequence(
                 pclamp(hn)
         if r_hid is not None:
             r_hid(hn)
+        if want:
+            _report(observer, want, pre if "preact" in want else None, gates if "gates" in want else None, cc,
+                    m, hn)
         h_prev = Yp[s]
 
     return end_sequence(Yp, h0, plan, reverse, policy, c)
+
+
+def _report(observer, want, pre, gates, cell, hidden, output) -> None:
+    """Call ``observer`` with the step's values at the points it wants (gate points reordered to canonical)."""
+    for point, v, gated in (("preact", pre, True), ("gates", gates, True), ("cell", cell, False),
+                            ("hidden", hidden, False), ("output", output, False)):
+        if point in want:
+            observer(point, np.take(v, _COMPUTE_ORDER, axis=2) if gated else v.copy())

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import compiled
 from .activations import Activation
+from .observers import Observer, wanted_points
 from .recurrence import (
     activation_applier,
     begin_sequence,
@@ -40,11 +41,21 @@ def rnn_sequence(
     lens: np.ndarray | None = None,
     clip: float | None = None,
     policy: RoundingPolicy = EXACT,
+    observer: Observer | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Run a vanilla RNN over a sequence. Returns Y [T, D, B, H] and Y_h [D, B, H]; ``acts[d]`` = (f,)."""
-    fast = compiled.run_rnn(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip, policy=policy)
-    if fast is not None:  # small batch, EXACT policy, kernel available: the compiled time loop ran
-        return fast
+    """Run a vanilla RNN over a sequence. Returns Y [T, D, B, H] and Y_h [D, B, H]; ``acts[d]`` = (f,).
+    ``observer`` is called with the values of every step at the named points of :mod:`fusedrnn.cells.observers`."""
+    if observer is None:
+        fast = compiled.run_rnn(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip,
+                                policy=policy)
+        if fast is not None:  # small batch, EXACT policy, kernel available: the compiled time loop ran
+            return fast
+    return _numpy_rnn(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip, policy=policy,
+                      observer=observer)
+
+
+def _numpy_rnn(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, policy=EXACT, observer=None):
+    """The NumPy time loop of :func:`rnn_sequence` (same arguments)."""
     D, H = W.shape[0], W.shape[1]
     dt = x.dtype
     rw = policy.get("weights")
@@ -57,12 +68,24 @@ def rnn_sequence(
             rw(arr)
 
     plan, x, h_prev, _, Yp = begin_sequence(x, h0, lens, policy, H)
-    stage = gate_stage(clipper(clip), r_pre, activation_applier([a[0] for a in acts], D), r_gate, r_hid)
+    want = wanted_points(observer)
+    gate = gate_stage(clipper(clip), r_pre, activation_applier([a[0] for a in acts], D), r_gate)
+    stage = gate_stage(gate, r_hid) if not want else gate  # observing: r_hid separately, after the gate point
     for s, n, g in projected_steps(x, Wc, bias, reverse, plan):
         hn = Yp[s, :, :n]
         np.matmul(h_prev[:, :n], RT, out=hn)
         hn += g
+        if "preact" in want:
+            observer("preact", hn.reshape(D, n, 1, H).copy())
         stage(hn)
+        if want:
+            if "gates" in want:
+                observer("gates", hn.reshape(D, n, 1, H).copy())
+            if r_hid is not None:
+                r_hid(hn)
+            for point in ("hidden", "output"):
+                if point in want:
+                    observer(point, hn.copy())
         h_prev = Yp[s]
 
     return end_sequence(Yp, h0, plan, reverse, policy)

@@ -78,7 +78,7 @@ def run_case(cell: str, shape: str, targets: list[str], profile: tuple, numpy_lo
     for t in targets:
         em = layer.to(t, calibration=x)
         fns[t] = (lambda em=em: em(x))
-        k = em._emulation.kernels[0]
+        k = em.prepared.kernels[0]
         if numpy_loop and k.kind == "integer":
             fns[f"{t} numpy-loop"] = _numpy_loop(fns[t])
         it = _interpreter(to_tflite(em, batch=B, time=T))

@@ -66,7 +66,7 @@ def test_split_equals_unsplit(always_split, target, cells, directions, states_ok
     layer = _layer(rng, cell, direction, I, H)
     x = rng.uniform(-1, 1, (T, B, I)).astype(np.float32)
     em = layer.to(target, calibration=x)
-    run = em._emulation
+    run = em.prepared
     D = layer.num_directions
     states = tuple((rng.uniform(-0.5, 0.5, (D, B, H)) if states_ok else np.zeros((D, B, H))).astype(np.float32)
                    for _ in range(2 if cell == "lstm" else 1))
@@ -74,7 +74,7 @@ def test_split_equals_unsplit(always_split, target, cells, directions, states_ok
     n = len(always_split)
     Y, st_split = run(x, states, lens)
     assert len(always_split) == n + 1, "the call was not split"
-    Y0, st0 = run.unsplit(x, states, lens)
+    Y0, st0 = run.run(x, states, lens)
     np.testing.assert_array_equal(Y, Y0)
     for a, b in zip(st_split, st0, strict=True):
         np.testing.assert_array_equal(a, b)
@@ -90,8 +90,8 @@ def test_split_carries_the_callers_mli_build(always_split):
     results = {}
     for mode in ("UP", "CONVERGENT"):
         with mli.build(round_mode=mode):
-            Y, _ = em._emulation(x, states, None)
-            Y0, _ = em._emulation.unsplit(x, states, None)
+            Y, _ = em.prepared(x, states, None)
+            Y0, _ = em.prepared.run(x, states, None)
         np.testing.assert_array_equal(Y, Y0)
         results[mode] = Y
     # rows [0, 8) run on the worker thread: the build must change them, or the test proves nothing

@@ -147,7 +147,7 @@ def test_mli_header_holds_the_targets_tensors(tmp_path, target, cell, direction,
     text = (tmp_path / "w.h").read_text()
     arrays, defines = parse_header(text)
     ref = fusedrnn.LSTM.from_onnx(str(src)) if cell == "lstm" else CLS[cell].from_onnx(str(src))
-    dirs = ref.to(target, calibration=cal)._emulation.directions
+    dirs = ref.to(target, calibration=cal).prepared.directions
     H, I, g = layer.hidden_size, layer.input_size, G[cell]
     assert defines["MLI_NUM_LAYERS"] == "1"
     for d, q in enumerate(dirs):
@@ -305,7 +305,7 @@ def test_mli_header_of_a_torch_stack(tmp_path):
     stack = fusedrnn.LSTM.from_torch(m)
     y0 = stack[0](cal)[0]
     for k, (layer, c) in enumerate(((stack[0], cal), (stack[1], y0))):
-        q = layer.to("mli2-sa8", calibration=c)._emulation.directions[0]
+        q = layer.to("mli2-sa8", calibration=c).prepared.directions[0]
         np.testing.assert_array_equal(arrays[f"mli_l{k}_d0_weights_in"], q.Wi.reshape(-1))
         np.testing.assert_array_equal(arrays[f"mli_l{k}_d0_bias"], q.b.reshape(-1))
     one_line_error(cli("convert", tmp_path / "m.pt", "--to", "onnx"), "stack of 2 layers")

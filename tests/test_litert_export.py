@@ -350,7 +350,7 @@ def test_int8_float_io_quantize_dequantize():
                           direction="bidirectional", merge="sum")
     cal = rng.normal(size=(6, 2, 3)).astype(np.float32)
     em = prepare(layer, "int8x16", cal)
-    t0 = em._emulation.kernels[0].t[0]
+    t0 = em.prepared.kernels[0].t[0]
     s, zp = float(t0.scale[0]), int(t0.zero_point[0])
     q = rng.integers(-128, 128, size=cal.shape)
     x = ((q - zp) * s).astype(np.float32)  # on the int8 grid: every rounding rule quantizes it the same way

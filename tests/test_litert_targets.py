@@ -71,7 +71,7 @@ def test_random_layers_match_interpreter(target, seed):
     y, (h, c) = em(xl)
     y = y.transpose(1, 0, 2) if layer.batch_first else y
     model = to_tflite(em, batch=B, time=T)
-    k = em._emulation.kernels[0]
+    k = em.prepared.kernels[0]
     if target == "litert-int8x16":
         s, zp = float(k.t[0].scale[0]), int(k.t[0].zero_point[0])
         xq = np.clip(np.rint(x / s) + zp, -128, 127).astype(np.int8)
@@ -112,7 +112,7 @@ def test_imported_models_run_their_own_tensors(name):
     layer = fusedrnn.LSTM.from_tflite(d / f"{name}.tflite") if hasattr(fusedrnn.LSTM, "from_tflite") else \
         layer_from_tflite(fusedrnn.LSTM, d / f"{name}.tflite", 0)
     assert layer.batch_first and layer.cell_clip == 10.0 and layer.hidden_size == 64
-    kind = layer._litert["kind"]
+    kind = layer.kept["litert"]["kind"]
     if kind == "float":
         y, _ = layer(ref["x_float"])
         np.testing.assert_allclose(y, ref["y"], rtol=0, atol=1e-6)

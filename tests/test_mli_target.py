@@ -71,7 +71,7 @@ def api_row(cell, target, d, x_row, h0, c0, direction):
 @pytest.mark.parametrize("direction", ["forward", "reverse"])
 def test_batch_rows_equal_the_mli_api_kernel(target, cls, G, direction):
     layer, x = make(cls, G, direction)
-    run = registry.get(target).prepare(layer, x)
+    run = registry.get(target).prepare(layer.spec, [x.astype(np.float64)])
     d = run.directions[0]
     T, B, _ = x.shape
     H = layer.hidden_size

@@ -9,28 +9,34 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import fusedrnn
+from fusedrnn.cells.spec import run_spec
 from fusedrnn.errors import UnsupportedFeatureError
-from fusedrnn.targets import Target
+from fusedrnn.layers import layer_from_spec
+from fusedrnn.targets import Prepared, Target
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+class GridPrepared(Prepared):
+    """The fp64 engine on inputs snapped to a grid of ``step``."""
+
+    def __init__(self, spec, step):
+        super().__init__(spec)
+        self.step = step
+
+    def run(self, x, states, lens):
+        return run_spec(self.spec, np.round(x / self.step) * self.step, states, lens)
 
 
 def _grid_target(name: str, seen: dict, *, allow_peepholes: bool = True) -> Target:
     """A toy quantized target: inputs snapped to a grid of 1/16 of the calibration range's maximum |x|, then
     the fp64 engine. Records the calibration each layer received."""
 
-    def prepare(layer, calibration):
+    def prepare(spec, calibration):
         xs = [np.asarray(c) for c in calibration]
         step = max(float(np.max(np.abs(x))) for x in xs) / 16
-        seen.setdefault(layer.cell, []).append((layer, xs))
-        ref = layer.to("fp64")
-        ref.batch_first, ref.merge = False, "stack"
-
-        def run(x, states, lens):
-            y, st = ref(np.round(x / step) * step, states if layer.cell == "lstm" else states[0], lens)
-            return y, (tuple(st) if layer.cell == "lstm" else (st,))
-
-        return run
+        seen.setdefault(spec.cell, []).append((spec, xs))
+        return GridPrepared(spec, step)
 
     features = fusedrnn.targets.FLOAT_FEATURES
     if not allow_peepholes:
@@ -84,10 +90,9 @@ def test_each_node_is_calibrated_on_its_own_recorded_input():
     # independent recomputation from the recorded calibration: snap, run fp64 layers, chain
     x = rng.normal(size=(6, 2, 3)).astype(np.float32)
 
-    def snapped(layer, xs, inp):
+    def snapped(spec, xs, inp):
         step = max(float(np.max(np.abs(c))) for c in xs) / 16
-        r = layer.to("fp64")
-        r.merge = "stack"
+        r = layer_from_spec(spec, target="fp64", merge="stack")
         y, _ = r(np.round(inp.astype(np.float64) / step) * step)
         return y.astype(np.float32)
 

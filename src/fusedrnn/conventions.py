@@ -192,3 +192,23 @@ def single_bias(b_x: np.ndarray | None, b_h: np.ndarray | None, *, reset_after_g
                 "single-bias form; keep the double bias"
             )
     return np.asarray(b_x) + np.asarray(b_h)
+
+
+def onnx_inputs(cell: str, W: np.ndarray, R: np.ndarray, b_x: np.ndarray | None,
+                b_h: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Canonical W [D, G*H, I], R [D, G*H, H] and double bias (absent halves are zeros) as the ONNX operator's
+    W, R (ONNX gate order) and B [D, 2*G*H] = [Wb | Rb]."""
+    zeros = np.zeros_like(W[:, :, 0])
+    halves = [from_canonical(zeros if b is None else b, cell, "onnx", axis=1) for b in (b_x, b_h)]
+    return (from_canonical(W, cell, "onnx", axis=1), from_canonical(R, cell, "onnx", axis=1),
+            np.concatenate(halves, axis=1))
+
+
+def onnx_to_canonical(cell: str, W: np.ndarray, R: np.ndarray,
+                      B: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """ONNX W, R, B (B [D, 2*G*H] or None) as canonical W, R, b_x, b_h (the inverse of :func:`onnx_inputs`)."""
+    Wc, Rc = to_canonical(W, cell, "onnx", axis=1), to_canonical(R, cell, "onnx", axis=1)
+    if B is None:
+        return Wc, Rc, None, None
+    GH = W.shape[1]
+    return Wc, Rc, to_canonical(B[:, :GH], cell, "onnx", axis=1), to_canonical(B[:, GH:], cell, "onnx", axis=1)

@@ -29,14 +29,14 @@ import numpy as np
 
 from . import conventions, targets
 from .cells.activations import Activation, parse_activations, to_onnx_lists
-from .cells.gru import gru_sequence
 from .cells.kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
-from .cells.lstm import lstm_sequence
 from .cells.recurrence import DIRECTIONS, MERGE_MODES, direction_flags, merge_directions, reverse_valid_prefix
-from .cells.rnn import rnn_sequence
+from .cells.spec import CellShape, CellSpec, run_spec
 from .errors import AttributeValueError, ConversionError, ShapeError, UnsupportedFeatureError
+from .targets.registry import Prepared, as_prepared
 from .validation import (
     as_float_array,
+    calibration_sequences,
     check_rank,
     check_shape,
     choice,
@@ -57,11 +57,14 @@ def _opt_array(a, name: str, shape: tuple, meaning: str) -> np.ndarray | None:
     return np.array(arr, dtype=np.float64 if arr.dtype == np.float64 else np.float32)
 
 
-class RecurrentLayer:
+class RecurrentLayer(CellShape):
     """Common part of :class:`LSTM`, :class:`GRU` and :class:`RNN`."""
 
     cell: ClassVar[str] = ""
-    _emulation = None  # run(x, states, lens) of an integer target, set by to(); None runs the float engines
+    prepared: Prepared | None = None
+    """The layer prepared on its target by :meth:`to` (quantized weights, kernels); None runs the float engines."""
+    kept: dict | None = None
+    """Tensors an importer kept from the source file, by format (e.g. ``{"litert": ...}``): see CellSpec.kept."""
 
     def __init__(self, W, R, b_x=None, b_h=None, *, direction: str = "forward", activations=None,
                  clip: float | None = None, batch_first: bool = False, merge: str = "concat", target=None,
@@ -97,24 +100,6 @@ class RecurrentLayer:
                                       f"direction={self.direction!r}")
         # by default a layer computes in the precision of its weights
         self.target = targets.get(target if target is not None else ("fp64" if dt == np.float64 else "fp32"))
-
-    # ---- shape facts -------------------------------------------------------------------------------------
-    @property
-    def num_directions(self) -> int:
-        return self.W.shape[0]
-
-    @property
-    def hidden_size(self) -> int:
-        return self.W.shape[1] // GATE_COUNT[self.cell]
-
-    @property
-    def input_size(self) -> int:
-        return self.W.shape[2]
-
-    @property
-    def output_size(self) -> int:
-        """Size of each direction's output (the projection size for a projected LSTM)."""
-        return self.hidden_size
 
     def _resolve_activations(self, activations, D: int) -> list[tuple[Activation, ...]]:
         n = len(DEFAULT_ACTIVATIONS[self.cell])
@@ -153,12 +138,6 @@ class RecurrentLayer:
         dt = self.target.dtype
         return np.ascontiguousarray(x, dtype=dt), sequence_lengths(sequence_lens, T, B), dt
 
-    def _weights(self, dt):
-        def c(a):
-            return None if a is None else np.ascontiguousarray(a, dtype=dt)
-
-        return c
-
     def _state(self, a, name, B, size, dt):
         if a is None:
             return np.zeros((self.num_directions, B, size), dt)
@@ -176,9 +155,29 @@ class RecurrentLayer:
             y = np.moveaxis(y, 2 if self.merge == "stack" else 1, 0)
         return np.ascontiguousarray(y)
 
-    def _common_options(self, lens):
-        return dict(reverse=direction_flags(self.direction), acts=self.activations, lens=lens, clip=self.clip,
-                    policy=self.target.rounding)
+    def _run(self, xt: np.ndarray, states: tuple, lens) -> tuple[np.ndarray, tuple]:
+        """The cell over time-major xt: on the prepared target, or the float engines with the target's rounding."""
+        if self.prepared is not None:
+            return self.prepared(xt, states, lens)
+        return run_spec(self.spec, xt, states, lens, policy=self.target.rounding)
+
+    def _spec_options(self) -> dict:
+        """The kind-specific CellSpec fields (subclasses add theirs)."""
+        return {}
+
+    def __call__(self, x, state=None, sequence_lens=None):
+        """Run the cell (GRU, RNN; the LSTM has its own). ``state`` = h0 [D, B, H] or None; returns (y, h_n)."""
+        xt, lens, dt = self._inputs(x, sequence_lens)
+        h0 = self._state(state, "state", xt.shape[1], self.hidden_size, dt)
+        Y, (h,) = self._run(xt, (h0,), lens)
+        return self._output(Y, lens), h
+
+    @property
+    def spec(self) -> CellSpec:
+        """This layer's cell as a :class:`~fusedrnn.cells.spec.CellSpec` (sharing the layer's arrays)."""
+        return CellSpec(self.cell, self.W, self.R, self.b_x, self.b_h, direction=self.direction,
+                        activations=tuple(self.activations), clip=self.clip, kept=self.kept,
+                        **self._spec_options())
 
     # ---- targets and copies ------------------------------------------------------------------------------
     def to(self, target, calibration=None):
@@ -197,19 +196,22 @@ class RecurrentLayer:
                                           f"data (input sequences) to choose its scales, got None")
         new = copy.copy(self)
         new.target = t
-        new._emulation = t.prepare(new, calibration) if t.prepare is not None else None
+        new.prepared = None
+        if t.prepare is not None:
+            spec = self.spec
+            new.prepared = as_prepared(spec, t.prepare(spec, self._calibration(calibration)), t.name)
         return new
+
+    def _calibration(self, calibration):
+        """Calibration inputs normalised once for every target: None, a string naming a stored quantization
+        (e.g. "tflite"), or a list of time-major float64 arrays [T, B, I]."""
+        if calibration is None or isinstance(calibration, str):
+            return calibration
+        return calibration_sequences(calibration, self.input_size, batch_first=self.batch_first)
 
     def features(self) -> list[str]:
         """The options this layer uses, by the feature names of :mod:`fusedrnn.targets`."""
-        f = [self.cell]
-        if self.num_directions == 2:
-            f.append("bidirectional")
-        if self.clip is not None:
-            f.append("clip")
-        if any(tuple(a.name for a in per) != DEFAULT_ACTIVATIONS[self.cell] for per in self.activations):
-            f.append("custom_activations")
-        return f
+        return self.spec.features()
 
     def __repr__(self) -> str:
         order = "" if self.output_order == "time" else f", output_order={self.output_order!r}"
@@ -235,14 +237,7 @@ class RecurrentLayer:
     def to_onnx(self) -> dict:
         """ONNX inputs and attributes: ``{"W", "R", "B", ["P",] "attributes"}`` in ONNX gate order."""
         self._check_onnx_expressible()
-        c = self.cell
-        W = conventions.from_canonical(self.W, c, "onnx", axis=1)
-        R = conventions.from_canonical(self.R, c, "onnx", axis=1)
-        zeros = np.zeros_like(self.W[:, :, 0])
-        bx = zeros if self.b_x is None else self.b_x
-        bh = zeros if self.b_h is None else self.b_h
-        B = np.concatenate([conventions.from_canonical(bx, c, "onnx", axis=1),
-                            conventions.from_canonical(bh, c, "onnx", axis=1)], axis=1)
+        W, R, B = conventions.onnx_inputs(self.cell, self.W, self.R, self.b_x, self.b_h)
         out = {"W": W, "R": R, "B": B, "attributes": self._onnx_common()}
         self._onnx_extra(out)
         return out
@@ -414,14 +409,6 @@ class LSTM(RecurrentLayer):
             raise ShapeError(f"R: expected shape ({D}, {4 * H}, {Hp}) [num_directions, 4*hidden_size, "
                              f"{'proj_size' if self.proj_W is not None else 'hidden_size'}], got {self.R.shape}")
 
-    @property
-    def output_size(self) -> int:
-        return self.hidden_size if self.proj_W is None else self.proj_W.shape[1]
-
-    @property
-    def diagonal(self) -> bool:
-        return self.R.ndim == 2
-
     def __call__(self, x, state=None, sequence_lens=None):
         """Run the LSTM. ``state`` = (h0 [D, B, Hp], c0 [D, B, H]) or None; returns (y, (h_n, c_n))."""
         xt, lens, dt = self._inputs(x, sequence_lens)
@@ -433,26 +420,12 @@ class LSTM(RecurrentLayer):
             h0, c0 = state
         h0 = self._state(h0, "state[0] (h0)", B, self.output_size, dt)
         c0 = self._state(c0, "state[1] (c0)", B, self.hidden_size, dt)
-        if self._emulation is not None:
-            Y, (h, c) = self._emulation(xt, (h0, c0), lens)
-            return self._output(Y, lens), (h, c)
-        w = self._weights(dt)
-        Y, h, c = lstm_sequence(
-            xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h), h0, c0,
-            P=w(self.P), coupling=self.coupling, cell_clip=self.cell_clip, proj_W=w(self.proj_W),
-            proj_b=w(self.proj_b), proj_clip=self.proj_clip, ln=w(self.layer_norm),
-            **self._common_options(lens),
-        )
+        Y, (h, c) = self._run(xt, (h0, c0), lens)
         return self._output(Y, lens), (h, c)
 
-    def features(self) -> list[str]:
-        f = super().features()
-        for cond, name in ((self.P is not None, "peepholes"), (self.proj_W is not None, "projection"),
-                           (self.layer_norm is not None, "layer_norm"), (self.coupling is not None, "cifg"),
-                           (self.cell_clip is not None, "cell_clip"), (self.diagonal, "diagonal_recurrence")):
-            if cond:
-                f.append(name)
-        return f
+    def _spec_options(self) -> dict:
+        return dict(P=self.P, coupling=self.coupling, cell_clip=self.cell_clip, proj_W=self.proj_W,
+                    proj_b=self.proj_b, proj_clip=self.proj_clip, layer_norm=self.layer_norm)
 
     def _check_onnx_expressible(self):
         super()._check_onnx_expressible()
@@ -482,20 +455,8 @@ class GRU(RecurrentLayer):
         if self.R.shape[2] != self.hidden_size:
             raise ShapeError(f"R: expected shape {self.W.shape[:2] + (self.hidden_size,)}, got {self.R.shape}")
 
-    def __call__(self, x, state=None, sequence_lens=None):
-        """Run the GRU. ``state`` = h0 [D, B, H] or None; returns (y, h_n)."""
-        xt, lens, dt = self._inputs(x, sequence_lens)
-        h0 = self._state(state, "state", xt.shape[1], self.hidden_size, dt)
-        if self._emulation is not None:
-            Y, (h,) = self._emulation(xt, (h0,), lens)
-            return self._output(Y, lens), h
-        w = self._weights(dt)
-        Y, h = gru_sequence(xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h), h0,
-                            linear_before_reset=self.linear_before_reset, **self._common_options(lens))
-        return self._output(Y, lens), h
-
-    def features(self) -> list[str]:
-        return super().features() + (["linear_before_reset"] if self.linear_before_reset else [])
+    def _spec_options(self) -> dict:
+        return dict(linear_before_reset=self.linear_before_reset)
 
     def _onnx_extra(self, out: dict) -> None:
         if self.linear_before_reset:
@@ -512,17 +473,6 @@ class RNN(RecurrentLayer):
         if self.R.shape[2] != self.hidden_size:
             raise ShapeError(f"R: expected shape {self.W.shape[:2] + (self.hidden_size,)}, got {self.R.shape}")
 
-    def __call__(self, x, state=None, sequence_lens=None):
-        """Run the RNN. ``state`` = h0 [D, B, H] or None; returns (y, h_n)."""
-        xt, lens, dt = self._inputs(x, sequence_lens)
-        h0 = self._state(state, "state", xt.shape[1], self.hidden_size, dt)
-        if self._emulation is not None:
-            Y, (h,) = self._emulation(xt, (h0,), lens)
-            return self._output(Y, lens), h
-        w = self._weights(dt)
-        Y, h = rnn_sequence(xt, w(self.W), w(self.R), w(self.b_x), w(self.b_h), h0,
-                            **self._common_options(lens))
-        return self._output(Y, lens), h
 
 
 class Stack:
@@ -586,4 +536,17 @@ class Stack:
         return f"Stack({self.layers!r})"
 
 
-__all__ = ["LSTM", "GRU", "RNN", "Stack", "RecurrentLayer", "COUPLINGS"]
+def layer_from_spec(spec: CellSpec, **options) -> RecurrentLayer:
+    """The layer (LSTM, GRU or RNN) of a :class:`~fusedrnn.cells.spec.CellSpec`; ``options`` are the layer-only
+    settings (``batch_first``, ``merge``, ``target``, ``output_order``)."""
+    cls = {"lstm": LSTM, "gru": GRU, "rnn": RNN}[spec.cell]
+    kind = {"lstm": dict(P=spec.P, coupling=spec.coupling, cell_clip=spec.cell_clip, proj_W=spec.proj_W,
+                         proj_b=spec.proj_b, proj_clip=spec.proj_clip, layer_norm=spec.layer_norm),
+            "gru": dict(linear_before_reset=spec.linear_before_reset), "rnn": {}}[spec.cell]
+    layer = cls(spec.W, spec.R, spec.b_x, spec.b_h, direction=spec.direction,
+                activations=[list(a) for a in spec.activations] or None, clip=spec.clip, **kind, **options)
+    layer.kept = spec.kept
+    return layer
+
+
+__all__ = ["LSTM", "GRU", "RNN", "Stack", "RecurrentLayer", "COUPLINGS", "layer_from_spec"]

@@ -127,3 +127,31 @@ def name_list(value, argument: str) -> list[str]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(a, str) for a in value):
         raise AttributeValueError(f"{argument}: expected a list of activation names, got {value!r}")
     return list(value)
+
+
+def calibration_sequences(calibration, input_size: int, *, batch_first: bool = False,
+                          argument: str = "calibration") -> list[np.ndarray]:
+    """Calibration inputs as a list of time-major float64 arrays [T, B, I]: one array or a list of arrays, each
+    [T, B, I] ([B, T, I] when ``batch_first``) or one sequence [T, I]. Raises ShapeError for an empty list, a
+    wrong shape, an empty array or a non-finite value, DTypeError for what is not numeric."""
+    items = list(calibration) if isinstance(calibration, (list, tuple)) else [calibration]
+    if not items:
+        raise ShapeError(f"{argument}: expected input sequences, got an empty list")
+    layout = "B, T" if batch_first else "T, B"
+    out = []
+    for k, a in enumerate(items):
+        try:
+            x = np.asarray(a, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise DTypeError(f"{argument}[{k}]: expected numeric input sequences, got {type(a).__name__}") from exc
+        if x.ndim == 2:
+            x = x[:, None, :] if not batch_first else x[None]
+        if x.ndim != 3 or x.shape[2] != input_size:
+            raise ShapeError(f"{argument}[{k}]: expected input sequences [{layout}, {input_size}] (or [T, "
+                             f"{input_size}]), got shape {x.shape}")
+        if x.size == 0:
+            raise ShapeError(f"{argument}[{k}]: expected at least one timestep and one sequence, got shape {x.shape}")
+        if not np.all(np.isfinite(x)):
+            raise ShapeError(f"{argument}[{k}]: expected finite values")
+        out.append(np.swapaxes(x, 0, 1) if batch_first else x)
+    return out

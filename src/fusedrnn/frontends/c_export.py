@@ -141,7 +141,7 @@ def mli_export(layer_or_stack, target, calibration, prefix: str = "mli") -> CExp
     out.define(f"{prefix.upper()}_NUM_LAYERS", len(layers))
     for k, (layer, cal) in enumerate(zip(layers, _stack_calibration(layers, calibration), strict=True)):
         prepared = layer.to(t, calibration=cal)
-        dirs = prepared._emulation.directions
+        dirs = prepared.prepared.directions
         for d, q in enumerate(dirs):
             p = f"{prefix}_l{k}_d{d}"
             rev = d == 1 or layer.direction == "reverse"

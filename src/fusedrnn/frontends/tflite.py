@@ -124,7 +124,7 @@ def layer_from_tflite(cls, source, op_index: int = 0):
                         proj_clip=(opts.proj_clip or None) if dirs[0].projection else None, layer_norm=stack("ln"),
                         activations=[Activation("Sigmoid"), act, act], **extra)
     kinds = {t.kind() for t in dirs}
-    layer._litert = {"kind": kinds.pop(), "tensors": dirs, "options": opts, "op": info.name}
+    layer.kept = {"litert": {"kind": kinds.pop(), "tensors": dirs, "options": opts, "op": info.name}}
     return layer
 
 

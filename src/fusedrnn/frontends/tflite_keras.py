@@ -28,7 +28,6 @@ from ..targets.litert.layer_map import (
     float_direction,
     float_tensors,
     integer_tensors,
-    lstm_options,
 )
 from ..targets.litert.reader import read_model
 from ..targets.litert.slots import const
@@ -88,8 +87,8 @@ def from_keras(layer, *, mode: str = "float", calibration=None, batch_size: int 
     fds = [float_direction(fl, d) for d in range(D)]
     kinds = []
     if mode == "int8":
-        stats = [calibrate_direction(fds[d], replace(lstm_options(fl, d), cell_clip=10.0), xs, reverse=rev[d])
-                 for d in range(D)]
+        spec = replace(fl.spec, cell_clip=10.0)  # the converter's calibration model clips the cell at 10
+        stats = [calibrate_direction(spec, d, xs, reverse=rev[d]) for d in range(D)]
         lo, hi = min(s.h_min for s in stats), max(s.h_max for s in stats)
         for s in stats:
             s.h_min, s.h_max = lo, hi

@@ -1,6 +1,6 @@
 """Emulation targets: ``list()`` / ``get(name)`` over the registry, and (later) one package per SDK."""
 
-from .registry import FLOAT_FEATURES, Target, all_targets, get, names, register
+from .registry import FLOAT_FEATURES, Prepared, Target, all_targets, get, names, register
 
 
 def list() -> list[Target]:  # noqa: A001 - the public name in DESIGN.md
@@ -8,5 +8,5 @@ def list() -> list[Target]:  # noqa: A001 - the public name in DESIGN.md
     return all_targets()
 
 
-__all__ = ["FLOAT_FEATURES", "Target", "get", "list", "names", "register"]
+__all__ = ["FLOAT_FEATURES", "Prepared", "Target", "get", "list", "names", "register"]
 from . import litert, mli, quark, zdnn  # noqa: E402,F401 - each SDK package registers its targets on import

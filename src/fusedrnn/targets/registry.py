@@ -7,6 +7,7 @@ Quark, LiteRT), which register themselves here without changes to the callers.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..cells.rounding import BF16, EXACT, FP16, RoundingPolicy
+from ..cells.spec import CellSpec
 from ..errors import UnknownTargetError
 
 FLOAT_FEATURES = (
@@ -43,11 +45,10 @@ class Target:
     the engines' rounding points, ``features`` the options the target can express.
 
     Targets whose arithmetic is not the float engines' (the integer SDK kernels) set ``prepare``:
-    ``prepare(layer, calibration) -> run`` is called once by ``layer.to(target, calibration=...)`` (it chooses
-    quantization parameters and converts the weights) and returns a callable
-    ``run(x, states, lens) -> (Y, states)`` with x the float input [T, B, I] in ``dtype``, ``states`` the tuple
-    of float initial states ((h0,) or (h0, c0), each [D, B, H]), ``lens`` the validated sequence lengths [B]
-    (int64) or None, and Y the float output [T, D, B, H] with the final states in the same tuple form.
+    ``prepare(spec, calibration) -> Prepared`` is called once by ``layer.to(target, calibration=...)`` with the
+    layer's :class:`~fusedrnn.cells.spec.CellSpec` and the calibration inputs normalised by the layer (a list of
+    time-major float64 arrays [T, B, I], or None, or a string naming a stored quantization such as "tflite"); it
+    chooses quantization parameters, converts the weights and returns a :class:`Prepared`.
     ``needs_calibration`` says whether ``prepare`` requires calibration data.
     """
 
@@ -58,7 +59,7 @@ class Target:
     rounding: RoundingPolicy = EXACT
     features: frozenset = frozenset(FLOAT_FEATURES)
     bit_exact: bool = False
-    prepare: Callable[[Any, Any], Callable] | None = None
+    prepare: Callable[[CellSpec, Any], Prepared] | None = None
     needs_calibration: bool = False
 
     def supports(self, feature: str) -> bool:
@@ -76,6 +77,56 @@ class Target:
             "bit_exact": self.bit_exact,
             "needs_calibration": self.needs_calibration,
         }
+
+
+class Prepared:
+    """A cell prepared once on a target (quantization chosen, weights converted): call it to run.
+
+    ``prepared(x, states, lens) -> (Y, states)``: x is the float input [T, B, I] in the target's ``dtype``,
+    ``states`` the tuple of float initial states ((h0,) or (h0, c0), each [D, B, ·]), ``lens`` the validated
+    sequence lengths [B] (int64) or None; Y is the float output [T, D, B, Hp] with the final states in the same
+    tuple form. Subclasses implement :meth:`run` over all rows at once and keep, as typed attributes, the state
+    exporters read (MLI's per-direction tensors, LiteRT's kernels, ...). ``splitter`` (None, or e.g.
+    :class:`fusedrnn.targets.batch_split.RowSplitter`) may run a call's rows in parts; results are identical.
+    """
+
+    splitter: Callable | None = None
+
+    def __init__(self, spec: CellSpec):
+        self.spec = spec
+
+    def run(self, x: np.ndarray, states: tuple, lens: np.ndarray | None) -> tuple[np.ndarray, tuple]:
+        """All rows in one call (no splitting)."""
+        raise NotImplementedError
+
+    def __call__(self, x: np.ndarray, states: tuple, lens: np.ndarray | None) -> tuple[np.ndarray, tuple]:
+        if self.splitter is None:
+            return self.run(x, states, lens)
+        return self.splitter(self.run, x, states, lens)
+
+
+class CallablePrepared(Prepared):
+    """A plain ``run(x, states, lens)`` callable returned by an older ``prepare`` hook, as a :class:`Prepared`."""
+
+    def __init__(self, spec: CellSpec, run: Callable):
+        super().__init__(spec)
+        self._run = run
+
+    def run(self, x, states, lens):
+        return self._run(x, states, lens)
+
+
+def as_prepared(spec: CellSpec, prepared: Any, target_name: str) -> Prepared:
+    """``prepared`` as a :class:`Prepared`: a plain callable (the hook form before 0.2) is wrapped, with a
+    DeprecationWarning."""
+    if isinstance(prepared, Prepared):
+        return prepared
+    if callable(prepared):
+        warnings.warn(f"target {target_name!r}: prepare() returned a plain callable; return a "
+                      f"fusedrnn.targets.Prepared instead", DeprecationWarning, stacklevel=3)
+        return CallablePrepared(spec, prepared)
+    raise TypeError(f"target {target_name!r}: prepare() must return a fusedrnn.targets.Prepared, got "
+                    f"{type(prepared).__name__}")
 
 
 _REGISTRY: dict[str, Target] = {}

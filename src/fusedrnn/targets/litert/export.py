@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from ...errors import AttributeValueError, DTypeError, UnsupportedFeatureError
+from ...validation import calibration_sequences
 from .reader import TensorInfo
 from .slots import const
 from .writer import OpSpec, SignatureSpec, write_model
@@ -26,8 +27,7 @@ from .writer import OpSpec, SignatureSpec, write_model
 def to_tflite(layer, *, batch: int, time: int) -> bytes:
     """The .tflite model of an LSTM ``layer.to("litert-...")`` copy (its prepared tensors), input [time, batch, I]
     and output [time, batch, D*Hp] (directions concatenated)."""
-    run = getattr(layer, "_emulation", None)
-    kernels = getattr(run, "kernels", None)
+    kernels = getattr(getattr(layer, "prepared", None), "kernels", None)
     if layer.cell != "lstm" or kernels is None:
         raise UnsupportedFeatureError("layer: expected an LSTM prepared for a litert-* target (layer.to(...))")
     tensors, ops = [], []
@@ -126,14 +126,14 @@ def prepare(layers, scheme: str = "float", calibration=None):
             raise UnsupportedFeatureError("layers: TFLite has no builtin GRU op (only the custom "
                                           "UNIDIRECTIONAL_SEQUENCE_GRU, which the LiteRT interpreter does not "
                                           "register); export LSTM and RNN layers")
-        if layer.target.name == target and layer._emulation is not None:
+        if layer.target.name == target and layer.prepared is not None:
             out.append(layer)
         else:
             out.append(layer.to(target, cal if (k == 0 or scheme == "int8x16") else None))
         if scheme == "int8x16" and k + 1 < len(ls) and not isinstance(cal, str):
             if cal is None:
                 raise UnsupportedFeatureError("calibration: litert-int8x16 needs calibration input sequences")
-            ref = layer if layer._emulation is None else None
+            ref = layer if layer.prepared is None else None
             if ref is None:
                 raise UnsupportedFeatureError(f"layers[{k}]: a stack layer already on {layer.target.name!r} has no "
                                               f"float outputs to calibrate the next layer with; pass float layers")
@@ -262,7 +262,7 @@ class _Writer:
     # -- recurrent layers -----------------------------------------------------------------------------------
     def layer(self, em, x: int, k: int, bidirectional_op: bool) -> int:
         if em.cell == "lstm":
-            kernels = em._emulation.kernels
+            kernels = em.prepared.kernels
             tensors = [kk.t for kk in kernels]
             if bidirectional_op and em.num_directions == 2:
                 return self.bidirectional_lstm(em, kernels, x, k)
@@ -270,7 +270,7 @@ class _Writer:
             outs = [self.lstm_direction(em, kernels[d], src, f"layer{k}_{'fw' if d == 0 else 'bw'}", d)
                     for d in range(em.num_directions)]
         else:
-            dirs = rnn_tensors(em)
+            dirs = em.prepared.tensors  # (W, R, b, fused activation) per direction
             if bidirectional_op and em.num_directions == 2:
                 return self.bidirectional_rnn(em, dirs, x, k)
             outs = [self.rnn_direction(em, dirs[d], x, f"layer{k}_{'fw' if d == 0 else 'bw'}", d)
@@ -424,29 +424,6 @@ def _lstm_version(kern) -> int:
     return 1
 
 
-def rnn_tensors(layer) -> list[tuple]:
-    """(W, R, b, fused activation) per direction of an RNN layer on litert-float / litert-hybrid, as the target
-    builds its kernels: float32 weights, or int8 symmetric per-tensor (``max|w| / 127``) under hybrid."""
-    from ...numerics.affine import tflite_symmetric_quantize
-    from .layer_map import fused_activation
-
-    hybrid = layer.target.name == "litert-hybrid"
-    out = []
-    for d in range(layer.num_directions):
-        b = np.zeros(layer.hidden_size)
-        for bb in (layer.b_x, layer.b_h):
-            if bb is not None:
-                b = b + bb[d]
-        W, R = np.asarray(layer.W[d], np.float32), np.asarray(layer.R[d], np.float32)
-        if hybrid:
-            (qw, sw), (qr, sr) = tflite_symmetric_quantize(W), tflite_symmetric_quantize(R)
-            Wt, Rt = const("W", qw, float(sw)), const("R", qr, float(sr))
-        else:
-            Wt, Rt = const("W", W), const("R", R)
-        out.append((Wt, Rt, const("b", b.astype(np.float32)), fused_activation(layer, d)))
-    return out
-
-
 def _positive(v, name: str) -> int | None:
     if v is None:
         return None
@@ -486,20 +463,16 @@ def export(layers, path=None, scheme: str = "float", calibration=None, *, batch:
     for k, layer in enumerate(ls[:-1]):
         if layer.num_directions == 2 and layer.merge == "stack":
             raise UnsupportedFeatureError(f"layers[{k}]: merge='stack' output cannot feed another layer")
+    T0 = 1
     if calibration is not None and not isinstance(calibration, str):
-        c0 = _calibration_list(calibration)[0]
-        if c0.ndim == 3:
-            batch = batch or int(c0.shape[0 if bf else 1])
-            T0 = int(c0.shape[1 if bf else 0])
-        else:
-            T0 = 1
-    else:
-        T0 = 1
+        c0 = calibration_sequences(calibration, ls[0].input_size, batch_first=bf)[0]  # [T, B, I]
+        batch = batch or int(c0.shape[1])
+        T0 = int(c0.shape[0])
     B, T = batch or 1, time or T0
     g = _Graph()
     w = _Writer(g, B, T, bf)
     first = ls[0]
-    x_like = first._emulation.kernels[0].t[0] if first.cell == "lstm" else None
+    x_like = first.prepared.kernels[0].t[0] if first.cell == "lstm" else None
     if x_like is not None and x_like.type_name == "INT8" and quantized_io:
         x = g.act(x_like, "x", w.seq(first.input_size))
     else:

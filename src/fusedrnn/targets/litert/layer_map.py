@@ -13,10 +13,12 @@ at the power-of-two scale ``2^ceil(log2 max|c|) / 32768`` and int16 gate interme
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...cells.observers import RangeObserver
+from ...cells.spec import CellSpec, direction_spec, run_spec
 from ...errors import UnsupportedFeatureError
 from ...numerics.affine import choose_qparams, tflite_symmetric_quantize
 from .slots import LstmOptions, LstmTensors, const
@@ -73,11 +75,7 @@ def float_direction(layer, d: int) -> FloatDirection:
 
     W = split(layer.W[d])
     R = split(layer.R[d])
-    bias = np.zeros(4 * H, np.float64)
-    for b in (layer.b_x, layer.b_h):
-        if b is not None:
-            bias = bias + b[d]
-    b = split(bias)
+    b = split(layer.bias_sum(d))
     P = None if layer.P is None else [np.asarray(layer.P[d, k], np.float32) for k in range(3)]
     L = None if layer.layer_norm is None else [np.asarray(layer.layer_norm[d, k], np.float32) for k in range(4)]
     pW = None if layer.proj_W is None else np.asarray(layer.proj_W[d], np.float32)
@@ -207,64 +205,23 @@ def integer_tensors(fd: FloatDirection, st: LstmStats) -> LstmTensors:
     return LstmTensors(s, inter)
 
 
-def _sigmoid(v):
-    return 1.0 / (1.0 + np.exp(-v))
-
-
-def calibrate_direction(fd: FloatDirection, opts: LstmOptions, xs: list[np.ndarray], *, reverse: bool) -> LstmStats:
-    """Ranges of x, h, m = o·act(c), |c| and the gate pre-activations over calibration sequences xs [T, B, I]
-    (float64 reference of litert.md section 4)."""
-    from .slots import apply_fused_activation
-
-    act = opts.fused_activation_function
-    W = [np.asarray(w, np.float64) for w in fd.W]
-    R = [np.asarray(r, np.float64) for r in fd.R]
-    xmin = min(float(x.min()) for x in xs)
-    xmax = max(float(x.max()) for x in xs)
-    hmin = hmax = mmin = mmax = 0.0
-    cmax = 0.0
-    gmax = [0.0] * 4
-    H = W[1].shape[0]
+def calibrate_direction(spec: CellSpec, d: int, xs: list[np.ndarray], *, reverse: bool | None = None) -> LstmStats:
+    """Ranges of direction d over calibration sequences xs (each [T, B, I], from zero states) that the 8x8_16
+    quantization needs: x, h (the stored output), m = o·act(c), max |c| and each gate's max |pre-activation| before
+    layer norm (litert.md section 4), recorded by the float engine (float64) at its named points. ``reverse``
+    overrides the direction's reading order."""
+    one = direction_spec(spec, d)
+    if reverse is not None:
+        one = replace(one, direction="reverse" if reverse else "forward")
+    observer = RangeObserver(points=("preact", "cell", "hidden", "output"))
     for x in xs:
-        T, B, _ = x.shape
-        Hp = H if fd.proj_W is None else fd.proj_W.shape[0]
-        h = np.zeros((B, Hp))
-        c = np.zeros((B, H))
-        for t in (range(T - 1, -1, -1) if reverse else range(T)):
-            xt = np.asarray(x[t], np.float64)
-            pre = {}
-            for g in range(4):
-                if g == 0 and fd.cifg:
-                    continue
-                rec = h * R[g] if R[g].ndim == 1 else h @ R[g].T
-                pre[g] = xt @ W[g].T + rec + (0 if fd.L is not None else fd.b[g])
-            gates = {}
-            for g in (0, 1, 2):
-                if g not in pre:
-                    continue
-                v = pre[g]
-                if fd.P is not None and g < 2:
-                    v = v + fd.P[g] * c
-                gmax[g] = max(gmax[g], float(np.abs(v).max()))
-                if fd.L is not None:
-                    v = (v - v.mean(-1, keepdims=True)) / np.sqrt(v.var(-1, keepdims=True) + 1e-8) * fd.L[g] + fd.b[g]
-                gates[g] = apply_fused_activation(v.copy(), act) if g == 2 else _sigmoid(v)
-            i = 1 - gates[1] if fd.cifg else gates[0]
-            c = gates[1] * c + i * gates[2]
-            if opts.cell_clip > 0:
-                c = np.clip(c, -opts.cell_clip, opts.cell_clip)
-            v = pre[3] + (fd.P[2] * c if fd.P is not None else 0)
-            gmax[3] = max(gmax[3], float(np.abs(v).max()))
-            if fd.L is not None:
-                v = (v - v.mean(-1, keepdims=True)) / np.sqrt(v.var(-1, keepdims=True) + 1e-8) * fd.L[3] + fd.b[3]
-            m = _sigmoid(v) * apply_fused_activation(c.copy(), act)
-            cmax = max(cmax, float(np.abs(c).max()))
-            mmin, mmax = min(mmin, float(m.min())), max(mmax, float(m.max()))
-            if fd.proj_W is not None:
-                h = m @ fd.proj_W.T + (fd.proj_b if fd.proj_b is not None else 0)
-                if opts.proj_clip > 0:
-                    h = np.clip(h, -opts.proj_clip, opts.proj_clip)
-            else:
-                h = m
-            hmin, hmax = min(hmin, float(h.min())), max(hmax, float(h.max()))
-    return LstmStats(xmin, xmax, hmin, hmax, mmin, mmax, cmax, gmax)
+        B = x.shape[1]
+        states = (np.zeros((1, B, spec.output_size)), np.zeros((1, B, spec.hidden_size)))
+        run_spec(one, np.ascontiguousarray(x, np.float64), states, observer=observer)
+    pre, cell, m, h = (observer.ranges(p) for p in ("preact", "cell", "hidden", "output"))
+    gate_absmax = [float(v) for v in pre.absmax[0]]
+    if spec.coupling == "cifg":
+        gate_absmax[0] = 0.0  # no input gate: i = 1 - f
+    return LstmStats(min(float(x.min()) for x in xs), max(float(x.max()) for x in xs),
+                     min(float(h.min[0]), 0.0), max(float(h.max[0]), 0.0),
+                     min(float(m.min[0]), 0.0), max(float(m.max[0]), 0.0), float(cell.absmax[0]), gate_absmax)

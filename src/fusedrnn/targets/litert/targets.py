@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ShapeError, UnsupportedFeatureError
-from ..batch_split import macs_per_row_step, split_rows
-from ..registry import Target, register
+from ...cells.spec import CellSpec
+from ...errors import UnsupportedFeatureError
+from ...numerics.affine import tflite_symmetric_quantize
+from ..batch_split import RowSplitter, macs_per_row_step
+from ..registry import Prepared, Target, names, register
 from .layer_map import (
     calibrate_direction,
     check_lstm_expressible,
@@ -25,6 +27,7 @@ from .layer_map import (
     lstm_options,
 )
 from .ops import make_lstm_kernel
+from .rnn import RnnKernel, SequenceGRU
 from .slots import const
 
 _BASE = ("bidirectional", "peepholes", "projection", "layer_norm", "cifg", "cell_clip")
@@ -35,84 +38,46 @@ FEATURES = {
 }
 
 
-def _time_major_list(layer, calibration) -> list[np.ndarray]:
-    items = calibration if isinstance(calibration, (list, tuple)) else [calibration]
-    out = []
-    for k, a in enumerate(items):
-        a = np.asarray(a, np.float64)
-        if a.ndim != 3 or a.shape[2] != layer.input_size:
-            raise ShapeError(f"calibration[{k}]: expected input sequences [{'B, T' if layer.batch_first else 'T, B'}, "
-                             f"{layer.input_size}], got shape {a.shape}")
-        out.append(a.transpose(1, 0, 2) if layer.batch_first else a)
-    return out
-
-
-def _reverse_flags(layer) -> list[bool]:
-    return [layer.direction == "reverse" or d == 1 for d in range(layer.num_directions)]
-
-
 def _check_lens(lens, T: int) -> None:
     if lens is not None and not np.all(lens == T):
         raise UnsupportedFeatureError("sequence_lens: TFLite's fused ops have no sequence lengths; every sequence "
                                       "must run the full T steps")
 
 
-def _kept(layer, kind: str):
-    kept = getattr(layer, "_litert", None)
+def _kept(spec: CellSpec, kind: str):
+    kept = (spec.kept or {}).get("litert")
     if kept is not None and kept["kind"] == kind:
         return kept
     return None
 
 
 # ---- LSTM ----------------------------------------------------------------------------------------------------
-def _lstm_prepare(layer, calibration, mode: str):
-    check_lstm_expressible(layer)
-    D = layer.num_directions
-    rev = _reverse_flags(layer)
-    kinds = {"litert-float": "float", "litert-hybrid": "hybrid", "litert-int8x16": "integer"}
-    kept = _kept(layer, kinds[mode]) if isinstance(calibration, str) and calibration == "tflite" else None
-    if isinstance(calibration, str) and kept is None:
-        raise UnsupportedFeatureError(f"calibration: {calibration!r} means the quantization stored in an imported "
-                                      f".tflite model, but this layer was not imported from a {kinds[mode]} model")
-    if kept is None and mode == "litert-int8x16":
-        if layer.diagonal:
-            raise UnsupportedFeatureError("diagonal recurrence: the 8x8_16 kernel has none")
-        if calibration is None:
-            raise UnsupportedFeatureError("calibration: litert-int8x16 needs calibration input sequences "
-                                          "(or 'tflite' for an imported 8x8_16 model)")
-        if any(fused_activation(layer, d) != "TANH" for d in range(D)):
-            raise UnsupportedFeatureError("activations: the 8x8_16 kernel always uses tanh")
-        xs = _time_major_list(layer, calibration)
-        fds = [float_direction(layer, d) for d in range(D)]
-        stats = [calibrate_direction(fds[d], lstm_options(layer, d), xs, reverse=rev[d]) for d in range(D)]
-        # both directions share one output range, so their int8 outputs can be concatenated without requantizing
-        lo, hi = min(s.h_min for s in stats), max(s.h_max for s in stats)
-        for st in stats:
-            st.h_min, st.h_max = lo, hi
-    kernels = []
-    for d in range(D):
-        if kept is not None:
-            t, opts = kept["tensors"][d], kept["options"]
-        else:
-            opts = lstm_options(layer, d, asymmetric=mode == "litert-hybrid")
-            if mode == "litert-int8x16":
-                t = integer_tensors(fds[d], stats[d])
-            else:
-                t = float_tensors(float_direction(layer, d), hybrid=mode == "litert-hybrid", diagonal=layer.diagonal)
-        kernels.append(make_lstm_kernel(t, opts))
-    integer = kernels[0].kind == "integer"
-    q = [_lstm_qparams(k.t) for k in kernels] if integer else None
+class LstmPrepared(Prepared):
+    """An LSTM on LiteRT's kernels: ``kernels`` holds one kernel per direction (with its TFLite tensors ``t``)."""
 
-    def run(x, states, lens):
+    def __init__(self, spec: CellSpec, kernels: list):
+        super().__init__(spec)
+        self.kernels = kernels
+        self.integer = kernels[0].kind == "integer"
+        self._q = [_lstm_qparams(k.t) for k in kernels] if self.integer else None
+        # rows are independent sequences for the 8x8_16 kernel, except its peephole quirk with a projection (the
+        # peephole runs over flat [B*H] buffers, see IntegerLstmKernel._peephole); the hybrid kernel quantizes the
+        # input per tensor (a statistic over the rows), the float one gains nothing (BLAS already runs two threads)
+        coupled = any(k.P and k.n_output != k.n_cell for k in kernels) if self.integer else True
+        if not coupled:
+            self.splitter = RowSplitter(macs_per_row_step(spec))
+
+    def run(self, x, states, lens):
         T, B, _ = x.shape
         _check_lens(lens, T)
         h0, c0 = states
         dt = x.dtype
-        Y = np.empty((T, len(kernels), B, kernels[0].n_output), dt)
+        rev = self.spec.reverse
+        Y = np.empty((T, len(self.kernels), B, self.kernels[0].n_output), dt)
         hs, cs = [], []
-        for d, k in enumerate(kernels):
-            if integer:
-                (sx, zx), (sh, zh), sc = q[d]
+        for d, k in enumerate(self.kernels):
+            if self.integer:
+                (sx, zx), (sh, zh), sc = self._q[d]
                 deq = ((np.arange(-128, 128) - zh) * sh).astype(dt)  # every int8 output value, dequantized
                 xq = _quant(x, sx, zx, np.int8)
                 st = (_quant(h0[d], sh, zh, np.int8), _quant(c0[d], sc, 0, np.int16))
@@ -127,12 +92,41 @@ def _lstm_prepare(layer, calibration, mode: str):
                 cs.append(c)
         return Y, (np.stack(hs).astype(dt), np.stack(cs).astype(dt))
 
-    run.kernels = kernels
-    # rows are independent sequences for the 8x8_16 kernel, except its peephole quirk with a projection (the
-    # peephole runs over flat [B*H] buffers, see IntegerLstmKernel._peephole); the hybrid kernel quantizes the
-    # input per tensor (a statistic over the rows), the float one gains nothing (BLAS already runs two threads)
-    coupled = any(k.P and k.n_output != k.n_cell for k in kernels) if integer else True
-    return run if coupled else split_rows(run, macs_per_row_step(layer))
+
+def _lstm_prepare(spec: CellSpec, calibration, mode: str) -> LstmPrepared:
+    check_lstm_expressible(spec)
+    D = spec.num_directions
+    kinds = {"litert-float": "float", "litert-hybrid": "hybrid", "litert-int8x16": "integer"}
+    kept = _kept(spec, kinds[mode]) if isinstance(calibration, str) and calibration == "tflite" else None
+    if isinstance(calibration, str) and kept is None:
+        raise UnsupportedFeatureError(f"calibration: {calibration!r} means the quantization stored in an imported "
+                                      f".tflite model, but this layer was not imported from a {kinds[mode]} model")
+    if kept is None and mode == "litert-int8x16":
+        if spec.diagonal:
+            raise UnsupportedFeatureError("diagonal recurrence: the 8x8_16 kernel has none")
+        if calibration is None:
+            raise UnsupportedFeatureError("calibration: litert-int8x16 needs calibration input sequences "
+                                          "(or 'tflite' for an imported 8x8_16 model)")
+        if any(fused_activation(spec, d) != "TANH" for d in range(D)):
+            raise UnsupportedFeatureError("activations: the 8x8_16 kernel always uses tanh")
+        fds = [float_direction(spec, d) for d in range(D)]
+        stats = [calibrate_direction(spec, d, calibration) for d in range(D)]
+        # both directions share one output range, so their int8 outputs can be concatenated without requantizing
+        lo, hi = min(s.h_min for s in stats), max(s.h_max for s in stats)
+        for st in stats:
+            st.h_min, st.h_max = lo, hi
+    kernels = []
+    for d in range(D):
+        if kept is not None:
+            t, opts = kept["tensors"][d], kept["options"]
+        else:
+            opts = lstm_options(spec, d, asymmetric=mode == "litert-hybrid")
+            if mode == "litert-int8x16":
+                t = integer_tensors(fds[d], stats[d])
+            else:
+                t = float_tensors(float_direction(spec, d), hybrid=mode == "litert-hybrid", diagonal=spec.diagonal)
+        kernels.append(make_lstm_kernel(t, opts))
+    return LstmPrepared(spec, kernels)
 
 
 def _lstm_qparams(t):
@@ -148,94 +142,91 @@ def _quant(v, scale: float, zp: int, dtype) -> np.ndarray:
 
 
 # ---- RNN / GRU -------------------------------------------------------------------------------------------------
-def _rnn_prepare(layer, mode: str):
-    from .rnn import RnnKernel
-
-    if layer.clip is not None:
+def _rnn_prepare(spec: CellSpec, mode: str) -> Prepared:
+    if spec.clip is not None:
         raise UnsupportedFeatureError("clip: TFLite's RNN ops have no pre-activation clip")
     hybrid = mode == "litert-hybrid"
-    kernels = []
-    for d in range(layer.num_directions):
-        act = fused_activation(layer, d)
-        b = np.zeros(layer.hidden_size)
-        for bb in (layer.b_x, layer.b_h):
-            if bb is not None:
-                b = b + bb[d]
-        W, R = np.asarray(layer.W[d], np.float32), np.asarray(layer.R[d], np.float32)
-        if hybrid:
-            from ...numerics.affine import tflite_symmetric_quantize
-
+    tensors = []
+    for d in range(spec.num_directions):
+        W, R = np.asarray(spec.W[d], np.float32), np.asarray(spec.R[d], np.float32)
+        if hybrid:  # int8 symmetric per-tensor weights (max|w| / 127), as the converter's dynamic-range mode
             (qw, sw), (qr, sr) = tflite_symmetric_quantize(W), tflite_symmetric_quantize(R)
             Wt, Rt = const("W", qw, float(sw)), const("R", qr, float(sr))
         else:
             Wt, Rt = const("W", W), const("R", R)
-        kernels.append(RnnKernel(Wt, Rt, const("b", b.astype(np.float32)), activation=act, asymmetric=hybrid))
-    return _simple_runner(layer, kernels)
+        tensors.append((Wt, Rt, const("b", spec.bias_sum(d).astype(np.float32)), fused_activation(spec, d)))
+    return RnnPrepared(spec, tensors, hybrid)
 
 
-def _gru_prepare(layer):
-    from .rnn import SequenceGRU
-
-    if layer.clip is not None or layer.linear_before_reset:
+def _gru_prepare(spec: CellSpec) -> Prepared:
+    if spec.clip is not None or spec.linear_before_reset:
         raise UnsupportedFeatureError("linear_before_reset / clip: TFLite's custom GRU resets before the matmul and "
                                       "has no clip")
-    if any(tuple(a.name for a in acts) != ("Sigmoid", "Tanh") for acts in layer.activations):
+    if any(tuple(a.name for a in acts) != ("Sigmoid", "Tanh") for acts in spec.activations):
         raise UnsupportedFeatureError("activations: TFLite's custom GRU uses sigmoid and tanh")
-    H = layer.hidden_size
+    H = spec.hidden_size
     grus = []
-    for d in range(layer.num_directions):
-        W, R = np.asarray(layer.W[d], np.float64), np.asarray(layer.R[d], np.float64)
-        b = np.zeros(3 * H)
-        for bb in (layer.b_x, layer.b_h):
-            if bb is not None:
-                b = b + bb[d]
+    for d in range(spec.num_directions):
+        W, R = np.asarray(spec.W[d], np.float64), np.asarray(spec.R[d], np.float64)
+        b = spec.bias_sum(d)
         z, r, n = slice(0, H), slice(H, 2 * H), slice(2 * H, 3 * H)
         Wg = np.concatenate([np.concatenate([W[r], R[r]], 1), np.concatenate([W[z], R[z]], 1)]).astype(np.float32)
         bg = np.concatenate([b[r], b[z]]).astype(np.float32)
         Wc = np.concatenate([W[n], R[n]], 1).astype(np.float32)
         bc = const("bc", b[n].astype(np.float32))
         grus.append(SequenceGRU(const("Wg", Wg), const("bg", bg), const("Wc", Wc), bc))
-    rev = _reverse_flags(layer)
+    return GruPrepared(spec, grus)
 
-    def run(x, states, lens):
-        T, B, _ = x.shape
+
+class RnnPrepared(Prepared):
+    """An RNN on LiteRT's sequence RNN kernel: ``tensors`` holds each direction's TFLite tensors
+    (W, R, bias, fused activation), ``kernels`` one :class:`RnnKernel` per direction."""
+
+    def __init__(self, spec: CellSpec, tensors: list[tuple], hybrid: bool):
+        super().__init__(spec)
+        self.tensors = tensors
+        self.kernels = [RnnKernel(W, R, b, activation=act, asymmetric=hybrid) for W, R, b, act in tensors]
+
+    def run(self, x, states, lens):
+        T = x.shape[0]
         _check_lens(lens, T)
         (h0,) = states
         Y, hs = [], []
-        for d, g in enumerate(grus):
-            xs = np.asarray(x, np.float32)[::-1] if rev[d] else np.asarray(x, np.float32)
-            y, h = g(np.ascontiguousarray(xs), np.asarray(h0[d], np.float32))
-            Y.append(y[::-1] if rev[d] else y)
-            hs.append(h)
-        return np.stack(Y, axis=1).astype(x.dtype), (np.stack(hs).astype(x.dtype),)
-
-    return run
-
-
-def _simple_runner(layer, kernels):
-    rev = _reverse_flags(layer)
-
-    def run(x, states, lens):
-        T, B, _ = x.shape
-        _check_lens(lens, T)
-        (h0,) = states
-        Y, hs = [], []
-        for d, k in enumerate(kernels):
-            y, (h,) = k.run(np.asarray(x, np.float32), (h0[d],), reverse=rev[d])
+        for d, k in enumerate(self.kernels):
+            y, (h,) = k.run(np.asarray(x, np.float32), (h0[d],), reverse=self.spec.reverse[d])
             Y.append(y)
             hs.append(h)
         return np.stack(Y, axis=1).astype(x.dtype), (np.stack(hs).astype(x.dtype),)
 
-    return run
+
+class GruPrepared(Prepared):
+    """A GRU on TFLite's custom GRU op: ``grus`` holds one :class:`SequenceGRU` per direction."""
+
+    def __init__(self, spec: CellSpec, grus: list):
+        super().__init__(spec)
+        self.grus = grus
+
+    def run(self, x, states, lens):
+        T = x.shape[0]
+        _check_lens(lens, T)
+        (h0,) = states
+        Y, hs = [], []
+        for d, g in enumerate(self.grus):
+            rev = self.spec.reverse[d]
+            xs = np.asarray(x, np.float32)[::-1] if rev else np.asarray(x, np.float32)
+            y, h = g(np.ascontiguousarray(xs), np.asarray(h0[d], np.float32))
+            Y.append(y[::-1] if rev else y)
+            hs.append(h)
+        return np.stack(Y, axis=1).astype(x.dtype), (np.stack(hs).astype(x.dtype),)
 
 
 def _prepare(mode: str):
-    def prepare(layer, calibration):
-        if layer.cell == "lstm":
-            return _lstm_prepare(layer, calibration, mode)
-        if layer.cell == "rnn":
-            return _rnn_prepare(layer, mode)
-        return _gru_prepare(layer)
+    def prepare(spec: CellSpec, calibration) -> Prepared:
+        if spec.cell == "lstm":
+            return _lstm_prepare(spec, calibration, mode)
+        if spec.cell == "rnn":
+            return _rnn_prepare(spec, mode)
+        return _gru_prepare(spec)
 
     return prepare
 
@@ -255,8 +246,6 @@ TARGETS = (
 
 
 def register_all() -> None:
-    from ..registry import names
-
     for t in TARGETS:
         if t.name not in names():
             register(t)

@@ -23,44 +23,42 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import conventions
+from ...cells.observers import RangeObserver
 from ...cells.recurrence import reverse_valid_prefix
-from ...errors import ShapeError, UnsupportedFeatureError
+from ...cells.spec import CellSpec, direction_spec, run_spec
+from ...errors import UnsupportedFeatureError
 from ...numerics.affine import mli_quantize, mli_scale_from_float
-from ..batch_split import macs_per_row_step, split_rows
-from ..registry import Target
+from ..batch_split import RowSplitter, macs_per_row_step
+from ..registry import Prepared, Target
 from . import _compiled
 from .cells import CellQuant, gru_sequence, lstm_sequence, rnn_sequence
 from .config import current_build
 from .luts import make_lut
+from .mli1 import FLAVORS as FLAVORS_V1
+from .mli1 import lstm1x_sequence, rnn1x_sequence
 
 FEATURES = frozenset({"lstm", "gru", "rnn", "bidirectional", "sequence_lens"})
-MLI_ORDER = {"lstm": [0, 2, 1, 3], "gru": [0, 1, 2], "rnn": [0]}  # canonical -> MLI gate order
 SA8_H = (16384, 0, 21)  # 2^-7: |h| < 1 in int8
 SA8_TANH = (1, 0, 7)
 HEADROOM = 1.25
 
 
-def _calibration_rows(layer, calibration) -> np.ndarray:
-    arrays = calibration if isinstance(calibration, (list, tuple)) else [calibration]
-    rows = []
-    for k, a in enumerate(arrays):
-        a = np.asarray(a, dtype=np.float64)
-        if a.ndim != 3 or a.shape[-1] != layer.input_size:
-            raise ShapeError(f"calibration[{k}]: expected input sequences [..., ..., {layer.input_size}], got shape "
-                             f"{a.shape}")
-        rows.append(a.reshape(-1, layer.input_size))
-    x = np.concatenate(rows)
-    if not np.all(np.isfinite(x)):
-        raise ShapeError("calibration: expected finite values")
-    return x
+def _calibration_rows(xs: list[np.ndarray]) -> np.ndarray:
+    """Every calibration input vector, [N, I] (the input range to quantize)."""
+    return np.concatenate([x.reshape(-1, x.shape[-1]) for x in xs])
 
 
-def _calibration_sequences(layer, calibration) -> np.ndarray:
-    """Calibration as time-major [T, B, I] (first array; at most 256 sequences) for the float cell range."""
-    a = np.asarray(calibration[0] if isinstance(calibration, (list, tuple)) else calibration, dtype=np.float64)
-    if layer.batch_first:
-        a = a.transpose(1, 0, 2)
-    return a[:, :256]
+def _calibration_sequences(xs: list[np.ndarray]) -> np.ndarray:
+    """The first calibration array's first 256 sequences, [T, B, I] (for the float cell range)."""
+    return xs[0][:, :256]
+
+
+def _mli_gates(a: np.ndarray, cell: str, convention: str = "mli2") -> np.ndarray:
+    """Canonical gate blocks a [G*H, ...] as float64 [G, H, ...] in MLI's gate order (LSTM i, g, f, o)."""
+    perm = list(conventions.permutation(cell, convention))
+    a = np.asarray(a, np.float64)
+    return a.reshape((len(perm), -1) + a.shape[1:])[perm]
 
 
 def _fx_frac(amax: float, bits: int, cap: int = 15) -> int:
@@ -82,43 +80,27 @@ def _real(m, f):
     return np.ldexp(np.asarray(m, np.float64), -np.asarray(f, np.int64))
 
 
-def _float_cell_max(layer, d: int, x: np.ndarray) -> float:
-    """max |c_t| of the float LSTM (direction d, forward over the calibration) — the cell range to quantize."""
-    H = layer.hidden_size
-    W, R = layer.W[d].astype(np.float64), layer.R[d].astype(np.float64)
-    b = np.zeros(4 * H) if layer.b_x is None else layer.b_x[d].astype(np.float64)
-    if layer.b_h is not None:
-        b = b + layer.b_h[d]
-    if d == 1 or layer.direction == "reverse":
-        x = x[::-1]
-    h = np.zeros((x.shape[1], H))
-    c = np.zeros_like(h)
-    xp = x @ W.T + b
-    cmax = 0.0
-    for t in range(x.shape[0]):
-        z = xp[t] + h @ R.T
-        i, f, g, o = (z[:, k * H:(k + 1) * H] for k in range(4))
-        c = 1 / (1 + np.exp(-f)) * c + 1 / (1 + np.exp(-i)) * np.tanh(g)
-        h = 1 / (1 + np.exp(-o)) * np.tanh(c)
-        cmax = max(cmax, float(np.abs(c).max()))
-    return cmax
+def _float_cell_max(spec: CellSpec, d: int, x: np.ndarray) -> float:
+    """max |c_t| of the float LSTM's direction d over the calibration x [T, B, I] from zero states — the cell
+    range to quantize (the float engine in float64, observed at its ``cell`` point)."""
+    one = direction_spec(spec, d)
+    observer = RangeObserver(points=("cell",))
+    zeros = np.zeros((1, x.shape[1], spec.hidden_size))
+    run_spec(one, np.ascontiguousarray(x, np.float64), (zeros, zeros), observer=observer)
+    return float(observer.ranges("cell").absmax[0])
 
 
 class _Direction:
     """Quantized weights and parameters of one direction."""
 
-    def __init__(self, layer, d: int, flavor: str, x_rows: np.ndarray, x_seq: np.ndarray):
-        cell, G, H = layer.cell, {"lstm": 4, "gru": 3, "rnn": 1}[layer.cell], layer.hidden_size
-        perm = MLI_ORDER[cell]
-        Wi = layer.W[d].astype(np.float64).reshape(G, H, -1)[perm].transpose(0, 2, 1)  # [G, I, H]
-        Wo = layer.R[d].astype(np.float64).reshape(G, H, H)[perm].transpose(0, 2, 1)  # [G, H, H]
-        b = np.zeros((G, H))
-        for bb in (layer.b_x, layer.b_h):
-            if bb is not None:
-                b = b + bb[d].astype(np.float64).reshape(G, H)[perm]
+    def __init__(self, spec: CellSpec, d: int, flavor: str, x_rows: np.ndarray, x_seq: np.ndarray):
+        cell, G = spec.cell, spec.gate_count
+        Wi = _mli_gates(spec.W[d], cell).transpose(0, 2, 1)  # [G, I, H]
+        Wo = _mli_gates(spec.R[d], cell).transpose(0, 2, 1)  # [G, H, H]
+        b = _mli_gates(spec.bias_sum(d), cell)  # [G, H]
         self.flavor = flavor
         self.cache: dict = {}  # prepared GEMM operands, reused by every call
-        cmax = _float_cell_max(layer, d, x_seq) * HEADROOM if cell == "lstm" else 0.0
+        cmax = _float_cell_max(spec, d, x_seq) * HEADROOM if cell == "lstm" else 0.0
         if flavor == "sa8":
             lo, hi = min(float(x_rows.min()), 0.0), max(float(x_rows.max()), 0.0)
             if hi - lo <= 0:
@@ -179,32 +161,29 @@ class _Direction:
         return np.ldexp(q.astype(np.float64), -p)
 
 
-def _prepare(flavor: str):
-    def prepare(layer, calibration):
-        if layer.cell == "gru" and getattr(layer, "linear_before_reset", False):
+class MliPrepared(Prepared):
+    """A cell on the MLI 2.0 kernels: ``directions`` holds each direction's quantized tensors and parameters
+    (:class:`_Direction`), ``luts`` the tanh / sigm tables."""
+
+    def __init__(self, spec: CellSpec, flavor: str, xs: list[np.ndarray]):
+        super().__init__(spec)
+        if spec.cell == "gru" and spec.linear_before_reset:
             raise UnsupportedFeatureError("layer: MLI's GRU applies the reset gate before the recurrent matmul; "
                                           "linear_before_reset=True cannot be expressed")
-        rows = _calibration_rows(layer, calibration)
-        seq = _calibration_sequences(layer, calibration)
-        dirs = [_Direction(layer, d, flavor, rows, seq) for d in range(layer.num_directions)]
-        luts = {"tanh": make_lut("tanh"), "sigm": make_lut("sigm")}
-        return _runner(layer, dirs, luts)
+        rows, seq = _calibration_rows(xs), _calibration_sequences(xs)
+        self.directions = [_Direction(spec, d, flavor, rows, seq) for d in range(spec.num_directions)]
+        self.luts = {"tanh": make_lut("tanh"), "sigm": make_lut("sigm")}
+        self.splitter = RowSplitter(macs_per_row_step(spec))
 
-    return prepare
-
-
-def _runner(layer, dirs, luts):
-    cell = layer.cell
-    H = layer.hidden_size
-
-    def run(x, states, lens):
+    def run(self, x, states, lens):
+        cell, H, dirs, luts = self.spec.cell, self.spec.hidden_size, self.directions, self.luts
         bld = current_build()
         T, B, _ = x.shape
         Y = np.zeros((T, len(dirs), B, H), x.dtype)
         hs, cs = [], []
         valid = None if lens is None else np.arange(T)[:, None] < lens[None, :]
         for d, q in enumerate(dirs):
-            rev = d == 1 or layer.direction == "reverse"
+            rev = self.spec.reverse[d]
             xq = q.quantize(x, q.q.inp)
             h0 = q.quantize(states[0][d], q.q.h0)
             kw = dict(luts=luts, full_accu=bld.full_accu, mode=bld.mode, cache=q.cache)
@@ -232,8 +211,12 @@ def _runner(layer, dirs, luts):
             return Y, (h, np.stack(cs).astype(x.dtype))
         return Y, (h,)
 
-    run.directions = dirs
-    return split_rows(run, macs_per_row_step(layer))
+
+def _prepare(flavor: str):
+    def prepare(spec: CellSpec, calibration) -> MliPrepared:
+        return MliPrepared(spec, flavor, calibration)
+
+    return prepare
 
 
 TARGETS = [
@@ -257,19 +240,12 @@ class _DirectionV1:
     """MLI 1.x quantization of one direction: per-tensor frac bits (unsigned in 1.x), one weights tensor
     [4, M, N+M] (LSTM) / [M, N+M] (RNN) with one frac, out/prev_out frac fixed at 15 (7 for fx8) by the kernel."""
 
-    def __init__(self, layer, d: int, flavor: str, x_rows: np.ndarray, x_seq: np.ndarray):
-        from .mli1 import FLAVORS as F1
-
-        cell, H = layer.cell, layer.hidden_size
-        G = 4 if cell == "lstm" else 1
-        perm = MLI_ORDER[cell]
-        W = layer.W[d].astype(np.float64).reshape(G, H, -1)[perm]  # [G, M, N]
-        R = layer.R[d].astype(np.float64).reshape(G, H, H)[perm]
-        b = np.zeros((G, H))
-        for bb in (layer.b_x, layer.b_h):
-            if bb is not None:
-                b = b + bb[d].astype(np.float64).reshape(G, H)[perm]
-        _, _, bits = F1[flavor]
+    def __init__(self, spec: CellSpec, d: int, flavor: str, x_rows: np.ndarray, x_seq: np.ndarray):
+        cell = spec.cell
+        W = _mli_gates(spec.W[d], cell, "mli1")  # [G, M, N]
+        R = _mli_gates(spec.R[d], cell, "mli1")
+        b = _mli_gates(spec.bias_sum(d), cell, "mli1")
+        _, _, bits = FLAVORS_V1[flavor]
         wbits = 8 if flavor in ("fx8", "fx8w16d") else 16
         self.flavor, self.bits = flavor, bits
         self.f_in = max(_fx_frac(float(np.abs(x_rows).max()), bits), 0)
@@ -278,7 +254,7 @@ class _DirectionV1:
         self.f_out = bits - 1
         self.f_cell = None
         if cell == "lstm":
-            cmax = _float_cell_max(layer, d, x_seq) * HEADROOM
+            cmax = _float_cell_max(spec, d, x_seq) * HEADROOM
             self.f_cell = max(_fx_frac(max(cmax, 2.0 ** -(bits - 1)), bits), 0)
 
         def fq(a, f, nb):
@@ -295,35 +271,30 @@ class _DirectionV1:
         return np.ldexp(q.astype(np.float64), -f)
 
 
-def _prepare_v1(flavor: str):
-    def prepare(layer, calibration):
-        rows = _calibration_rows(layer, calibration)
-        seq = _calibration_sequences(layer, calibration)
-        dirs = [_DirectionV1(layer, d, flavor, rows, seq) for d in range(layer.num_directions)]
-        return _runner_v1(layer, dirs)
+class MliV1Prepared(Prepared):
+    """A cell on the MLI 1.x kernels: ``directions`` holds each direction's :class:`_DirectionV1`."""
 
-    return prepare
+    def __init__(self, spec: CellSpec, flavor: str, xs: list[np.ndarray]):
+        super().__init__(spec)
+        rows, seq = _calibration_rows(xs), _calibration_sequences(xs)
+        self.directions = [_DirectionV1(spec, d, flavor, rows, seq) for d in range(spec.num_directions)]
+        self.splitter = RowSplitter(macs_per_row_step(spec))
 
-
-def _runner_v1(layer, dirs):
-    from .mli1 import lstm1x_sequence, rnn1x_sequence
-
-    H = layer.hidden_size
-
-    def run(x, states, lens):
+    def run(self, x, states, lens):
+        H, dirs, cell = self.spec.hidden_size, self.directions, self.spec.cell
         T, B, _ = x.shape
         Y = np.zeros((T, len(dirs), B, H), x.dtype)
         valid = np.ones((T, B), bool) if lens is None else np.arange(T)[:, None] < lens[None, :]
         hs, cs = [], []
         for d, q in enumerate(dirs):
-            rev = d == 1 or layer.direction == "reverse"  # 1.x has no backward mode: feed the reversed sequence
+            rev = self.spec.reverse[d]  # 1.x has no backward mode: feed the reversed sequence
             xq = q.quantize(x, q.f_in)
             if rev:
                 xq = reverse_valid_prefix(xq, lens)
             h0 = q.quantize(states[0][d], q.f_out)
             kw = dict(f_in=q.f_in, f_prev=q.f_out, f_w=q.f_w, f_b=q.f_b, f_out=q.f_out, act="tanh",
                       flavor=q.flavor, valid=None if lens is None else valid)
-            if layer.cell == "lstm":
+            if cell == "lstm":
                 c0 = q.quantize(states[1][d], q.f_cell)
                 Yq, h, c = lstm1x_sequence(xq, h0, c0, q.Wx, q.Wh, q.b, f_cell=q.f_cell, **kw)
                 cs.append(q.dequantize(c, q.f_cell))
@@ -334,10 +305,14 @@ def _runner_v1(layer, dirs):
             Y[:, d] = np.where(valid[..., None], q.dequantize(Yq, q.f_out), 0.0)
             hs.append(q.dequantize(h, q.f_out))
         h = np.stack(hs).astype(x.dtype)
-        return (Y, (h, np.stack(cs).astype(x.dtype))) if layer.cell == "lstm" else (Y, (h,))
+        return (Y, (h, np.stack(cs).astype(x.dtype))) if cell == "lstm" else (Y, (h,))
 
-    run.directions = dirs
-    return split_rows(run, macs_per_row_step(layer))
+
+def _prepare_v1(flavor: str):
+    def prepare(spec: CellSpec, calibration) -> MliV1Prepared:
+        return MliV1Prepared(spec, flavor, calibration)
+
+    return prepare
 
 
 TARGETS += [

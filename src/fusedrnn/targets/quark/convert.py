@@ -13,9 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
-from ...errors import ConversionError, ShapeError, UnsupportedFeatureError
+from ... import conventions
+from ...cells.spec import CellSpec, default_activations, run_spec
+from ...errors import ConversionError, UnsupportedFeatureError
 from ...numerics.affine import choose_qparams, quark_quantize_uint16
+from ...validation import calibration_sequences
+from .onnx_op import load_model, node_attributes
 from .op import extended_lstm, make_scales
 from .params import kernel_params
 
@@ -59,33 +65,19 @@ class Conversion:
 
 
 def _sequences(calibration, input_size: int, batch_first: bool = False) -> list[np.ndarray]:
-    """Calibration data as a list of float64 sequences [T, 1, I]."""
-    items = calibration if isinstance(calibration, list | tuple) else [calibration]
-    if not items:
-        raise ShapeError("calibration: expected input sequences, got an empty list")
-    out = []
-    for k, a in enumerate(items):
-        x = np.asarray(a, dtype=np.float64)
-        if x.ndim == 2:
-            x = x[:, None, :]
-        if x.ndim != 3 or x.shape[2] != input_size:
-            raise ShapeError(f"calibration[{k}]: expected [T, B, {input_size}] (or [T, {input_size}]), got {x.shape}")
-        if batch_first:
-            x = np.swapaxes(x, 0, 1)
-        if not np.all(np.isfinite(x)):
-            raise ShapeError(f"calibration[{k}]: expected finite values")
-        out += [x[:, b: b + 1] for b in range(x.shape[1]) if x.shape[0] > 0]
-    if not out:
-        raise ShapeError("calibration: every sequence is empty")
-    return out
+    """Calibration data as a list of float64 sequences [T, 1, I] (Quark's kernel takes batch 1)."""
+    arrays = calibration_sequences(calibration, input_size, batch_first=batch_first)
+    return [x[:, b : b + 1] for x in arrays for b in range(x.shape[1])]
 
 
 def _float_lstm(x, W, R, B, direction: str = "bidirectional") -> np.ndarray:
-    from ... import ops  # the float64 ONNX LSTM (imported late: ops sits above the targets)
-
-    y, _, _ = ops.lstm(x, W.astype(np.float64), R.astype(np.float64), B.astype(np.float64),
-                       hidden_size=W.shape[1] // 4, direction=direction)
-    return y
+    """Y [T, D, B, H] of the float LSTM (the cells engine in float64, zero states) for ONNX-order W, R, B."""
+    Wc, Rc, b_x, b_h = conventions.onnx_to_canonical("lstm", *(np.asarray(a, np.float64) for a in (W, R, B)))
+    D = Wc.shape[0]
+    spec = CellSpec("lstm", Wc, Rc, b_x, b_h, direction=direction, activations=default_activations("lstm", D))
+    zeros = np.zeros((D, x.shape[1], spec.hidden_size))
+    Y, _ = run_spec(spec, np.ascontiguousarray(x, np.float64), (zeros, zeros))
+    return Y
 
 
 def _qp(lo: float, hi: float) -> tuple[float, int]:
@@ -137,30 +129,24 @@ def calibrate(W, R, B, sequences: list[np.ndarray], *, headroom: float = 0.25, d
 
 def _weights_from(model_or_layer):
     """(W, R, B float ONNX order, input name or None, model proto or None, lstm node or None, batch_first)."""
-    from ...layers import LSTM
-
-    if isinstance(model_or_layer, LSTM):
-        layer = model_or_layer
-        bad = [f for f in layer.features() if f not in ("lstm", "bidirectional")]
+    spec = getattr(model_or_layer, "spec", model_or_layer)  # a layer's CellSpec, or a CellSpec
+    if isinstance(spec, CellSpec):
+        if spec.cell != "lstm":
+            raise UnsupportedFeatureError(f"layer: ExtendedLSTM is an LSTM, got a {spec.cell.upper()}")
+        bad = [f for f in spec.features() if f not in ("lstm", "bidirectional")]
         if bad:
             raise UnsupportedFeatureError(f"layer: ExtendedLSTM cannot express {', '.join(bad)}")
-        if layer.direction != "bidirectional":
+        if spec.direction != "bidirectional":
             raise UnsupportedFeatureError(f"layer: ExtendedLSTM always runs both directions (Quark's kernel "
-                                          f"ignores direction), got direction={layer.direction!r}")
-        spec = layer.to_onnx()
-        return spec["W"], spec["R"], spec["B"], None, None, None, layer.batch_first
-    from .onnx_op import _load
-
-    proto = _load(model_or_layer)
+                                          f"ignores direction), got direction={spec.direction!r}")
+        W, R, B = conventions.onnx_inputs("lstm", spec.W, spec.R, spec.b_x, spec.b_h)
+        return W, R, B, None, None, None, bool(getattr(model_or_layer, "batch_first", False))
+    proto = load_model(model_or_layer)
     lstm = [n for n in proto.graph.node if n.op_type == "LSTM" and n.domain in ("", "ai.onnx")]
     if len(lstm) != 1:
         raise ConversionError(f"model: expected exactly one ONNX LSTM node, found {len(lstm)}")
     node = lstm[0]
     inits = {i.name: i for i in proto.graph.initializer}
-    from onnx import numpy_helper
-
-    from .onnx_op import node_attributes
-
     attrs = node_attributes(node)
     ins = list(node.input) + [""] * (8 - len(node.input))
     if any(ins[4:]):
@@ -187,8 +173,6 @@ def _weights_from(model_or_layer):
 
 
 def _qdq(name: str, scale: float, zp: int, inits: list, nodes: list, quantize: bool, src: str, dst: str) -> None:
-    from onnx import TensorProto, helper
-
     inits += [helper.make_tensor(f"{name}_scale", TensorProto.FLOAT, [], [scale]),
               helper.make_tensor(f"{name}_zero_point", TensorProto.UINT16, [], [zp])]
     if quantize:
@@ -201,8 +185,6 @@ def _qdq(name: str, scale: float, zp: int, inits: list, nodes: list, quantize: b
 def build_nodes(attrs: dict, W, R, B, x_name: str, y_name: str, prefix: str = "quark_lstm"):
     """Q/DQ + ExtendedLSTM nodes and initializers as Quark's converter leaves them: X -> Q -> DQ ->
     ExtendedLSTM(X, DQ(W), DQ(R), DQ(B)) -> Q -> DQ -> Y, with W, R, B stored as uint16."""
-    from onnx import helper, numpy_helper
-
     inits, nodes = [], []
     _qdq(f"{prefix}_x", attrs["x_scale"], attrs["x_zero_point"], inits, nodes, True, x_name, f"{prefix}_x_dq")
     for n, t in (("w", W), ("r", R), ("b", B)):
@@ -226,9 +208,6 @@ def convert(model_or_layer, calibration, *, headroom: float = 0.25) -> Conversio
     ExtendedLSTM nodes, or a new single-node model for a layer, input "X" [T, 1, I] -> output "Y"),
     ``attributes`` (the node's scales and zero points) and ``report`` (faithful kernel vs float64 LSTM).
     """
-    import onnx
-    from onnx import TensorProto, helper
-
     W, R, B, x_name, proto, node, batch_first = _weights_from(model_or_layer)
     W, R, B = (np.asarray(t, dtype=np.float32) for t in (W, R, B))
     if W.shape[0] != 2:

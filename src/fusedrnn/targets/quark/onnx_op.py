@@ -13,6 +13,11 @@ from collections import OrderedDict
 from typing import Any
 
 import numpy as np
+import onnx
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
+from onnx.reference.ops import op_dequantize_linear, op_quantize_linear
 
 from ...errors import AttributeValueError, ConversionError, InputError, UnsupportedFeatureError
 from .op import MODES, PreparedExtendedLSTM, prepare
@@ -29,8 +34,6 @@ def is_extended_lstm(node) -> bool:
 
 def node_attributes(node) -> dict[str, Any]:
     """The node's attributes as Python values (floats exact: float32 in the proto)."""
-    from onnx import helper
-
     out = {}
     for a in node.attribute:
         v = helper.get_attribute_value(a)
@@ -128,8 +131,6 @@ def run_node(node, X, W, R, B=None, *, mode: str = "faithful") -> np.ndarray:
 
 def op_classes(mode: str = "faithful") -> list[type]:
     """``onnx.reference`` ``new_ops`` classes for ExtendedLSTM and VitisLSTM in ``mode``."""
-    from onnx.reference.op_run import OpRun
-
     if mode not in MODES:
         raise AttributeValueError(f"mode: expected one of {MODES}, got {mode!r}")
 
@@ -147,8 +148,6 @@ def op_classes(mode: str = "faithful") -> list[type]:
 def contrib_qdq_classes() -> list[type]:
     """``com.microsoft`` QuantizeLinear / DequantizeLinear (onnxruntime's contrib Q/DQ, which its quantizer emits
     for 16-bit types below opset 21) with the standard operators' semantics, for ``onnx.reference``."""
-    from onnx.reference.ops import op_dequantize_linear, op_quantize_linear
-
     def latest(module, name):  # attributes are read from the newest ai.onnx schema: use its implementation
         versions = [int(n.rsplit("_", 1)[1]) for n in dir(module) if n.startswith(name + "_") and n[-1].isdigit()]
         return getattr(module, f"{name}_{max(versions)}")
@@ -157,9 +156,7 @@ def contrib_qdq_classes() -> list[type]:
             for mod, name in ((op_quantize_linear, "QuantizeLinear"), (op_dequantize_linear, "DequantizeLinear"))]
 
 
-def _load(model):
-    import onnx
-
+def load_model(model):
     if isinstance(model, onnx.ModelProto):
         return model
     if isinstance(model, bytes | bytearray):
@@ -178,9 +175,7 @@ def run_model(model, feeds: dict, *, mode: str = "faithful", outputs: list[str] 
     ``onnx.reference`` (plus onnxruntime's ``com.microsoft`` QuantizeLinear / DequantizeLinear). ``model`` is a
     ModelProto, bytes or a path; ``feeds`` {input name: array}; returns {output name: array} for ``outputs``
     (default every graph output)."""
-    from onnx.reference import ReferenceEvaluator
-
-    proto = _load(model)
+    proto = load_model(model)
     if not isinstance(feeds, dict):
         raise InputError(f"feeds: expected a dict {{input name: array}}, got {type(feeds).__name__}")
     inits = {i.name for i in proto.graph.initializer}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from ...errors import AttributeValueError, UnsupportedFeatureError
-from .onnx_op import OPS, SCALE_ATTRIBUTES, _load, is_extended_lstm, node_attributes, op_arguments
+from .onnx_op import OPS, SCALE_ATTRIBUTES, is_extended_lstm, load_model, node_attributes, op_arguments
 from .op import MODES, extended_lstm
 
 _REL_TOL = 1e-5  # 6 significant digits
@@ -80,7 +80,7 @@ def register_model(model, mode: str = "faithful") -> None:
     """Record the exact attributes of the model's ExtendedLSTM nodes for the Python op to use."""
     if mode not in MODES:
         raise AttributeValueError(f"mode: expected one of {MODES}, got {mode!r}")
-    proto = _load(model)
+    proto = load_model(model)
     for node in proto.graph.node:
         if not is_extended_lstm(node):
             continue
@@ -104,7 +104,7 @@ def onnxruntime_session(model, *, mode: str = "faithful", sess_options=None, pro
     import onnxruntime as ort
     from onnxruntime_extensions import get_library_path
 
-    proto = _load(model)
+    proto = load_model(model)
     register_model(proto, mode)
     declare_ops()
     so = sess_options if sess_options is not None else ort.SessionOptions()

@@ -10,38 +10,49 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import conventions
+from ...cells.spec import CellSpec
 from ...errors import UnsupportedFeatureError
-from ..batch_split import macs_per_row_step, split_rows
-from ..registry import Target, register
-from .convert import _sequences, calibrate
+from ..batch_split import RowSplitter, macs_per_row_step
+from ..registry import Prepared, Target, register
+from .convert import calibrate
 from .op import prepare
 
 FEATURES = frozenset({"lstm", "bidirectional"})
 
 
-def _prepare(layer, calibration, *, faithful: bool):
-    name = "quark" if faithful else "quark_corrected"
-    if layer.cell != "lstm":
-        raise UnsupportedFeatureError(f"target: {name!r} runs LSTMs only (Quark has no quantized GRU / RNN op)")
-    if faithful and layer.direction != "bidirectional":
-        raise UnsupportedFeatureError(f"target: {name!r} runs bidirectional LSTMs only (Quark's kernel always runs "
-                                      f"both directions), got direction={layer.direction!r}; use "
-                                      f"'quark_corrected'")
-    spec = layer.to_onnx()
-    W, R, B = (np.asarray(spec[k], dtype=np.float32) for k in ("W", "R", "B"))
-    H = layer.hidden_size
-    seqs = _sequences(calibration, layer.input_size, layer.batch_first)
-    attrs, _, _ = calibrate(W, R, B, seqs, direction=layer.direction, faithful=faithful)
-    mode = "faithful" if faithful else "corrected"
-    prepared = prepare(W, R, B, hidden_size=H, mode=mode, direction=layer.direction, **attrs)  # once per layer
+class QuarkPrepared(Prepared):
+    """A bidirectional (faithful) or any-direction (corrected) LSTM on the ExtendedLSTM kernel: ``extended`` is the
+    :class:`~fusedrnn.targets.quark.op.PreparedExtendedLSTM` (quantized, packed weights), ``attributes`` the
+    node's calibrated scales and zero points."""
 
-    def run(x, states, lens):
+    def __init__(self, spec: CellSpec, calibration: list[np.ndarray], *, faithful: bool):
+        super().__init__(spec)
+        self.name = name = "quark" if faithful else "quark_corrected"
+        self.faithful = faithful
+        if spec.cell != "lstm":
+            raise UnsupportedFeatureError(f"target: {name!r} runs LSTMs only (Quark has no quantized GRU / RNN op)")
+        if faithful and spec.direction != "bidirectional":
+            raise UnsupportedFeatureError(f"target: {name!r} runs bidirectional LSTMs only (Quark's kernel always "
+                                          f"runs both directions), got direction={spec.direction!r}; use "
+                                          f"'quark_corrected'")
+        W, R, B = (np.asarray(a, np.float32) for a in conventions.onnx_inputs("lstm", spec.W, spec.R, spec.b_x,
+                                                                               spec.b_h))
+        seqs = [x[:, b : b + 1] for x in calibration for b in range(x.shape[1])]
+        self.attributes, _, _ = calibrate(W, R, B, seqs, direction=spec.direction, faithful=faithful)
+        mode = "faithful" if faithful else "corrected"
+        self.extended = prepare(W, R, B, hidden_size=spec.hidden_size, mode=mode, direction=spec.direction,
+                                **self.attributes)
+        self.splitter = RowSplitter(macs_per_row_step(spec))  # rows are independent sequences for both kernels
+
+    def run(self, x, states, lens):
         T, batch, _ = x.shape
+        H, name = self.spec.hidden_size, self.name
         if lens is not None and np.any(np.asarray(lens) != T):
             raise UnsupportedFeatureError(f"sequence_lens: target {name!r} has no sequence lengths (ExtendedLSTM "
                                           f"has no sequence_lens input); run sequences of equal length")
         h0, c0 = states
-        if faithful:
+        if self.faithful:
             if np.any(h0 != 0) or np.any(c0 != 0):
                 raise UnsupportedFeatureError(f"state: target {name!r} starts from zero states (ExtendedLSTM has "
                                               f"no initial_h / initial_c); use 'quark_corrected'")
@@ -49,20 +60,18 @@ def _prepare(layer, calibration, *, faithful: bool):
                 Y, h, c = np.zeros((T, 2, 0, H), np.float32), np.zeros((2, 0, H), np.float32), np.zeros((2, 0, H),
                                                                                                          np.float32)
             else:  # the kernel takes batch 1: every row runs as its own sequence (in one call, bit for bit the same)
-                Y, h, c = prepared._run(x, None, None, True, rows=True)
+                Y, h, c = self.extended._run(x, None, None, True, rows=True)
         else:
-            Y, h, c = prepared(x, initial_h=h0, initial_c=c0, return_state=True)
+            Y, h, c = self.extended(x, initial_h=h0, initial_c=c0, return_state=True)
         dt = x.dtype
         return Y.astype(dt), (h.astype(dt), c.astype(dt))
-
-    return split_rows(run, macs_per_row_step(layer))  # rows are independent sequences for both kernels
 
 
 QUARK = register(Target(
     "quark", "AMD Quark ExtendedLSTM, bit-exact with Quark's CPU kernel (uint16, bidirectional, defects included)",
     family="quark", dtype=np.dtype(np.float32), features=FEATURES, bit_exact=True,
-    prepare=lambda layer, calibration: _prepare(layer, calibration, faithful=True), needs_calibration=True))
+    prepare=lambda spec, calibration: QuarkPrepared(spec, calibration, faithful=True), needs_calibration=True))
 QUARK_CORRECTED = register(Target(
     "quark_corrected", "AMD Quark ExtendedLSTM arithmetic with its defects fixed (any direction and batch)",
     family="quark", dtype=np.dtype(np.float32), features=FEATURES, bit_exact=False,
-    prepare=lambda layer, calibration: _prepare(layer, calibration, faithful=False), needs_calibration=True))
+    prepare=lambda spec, calibration: QuarkPrepared(spec, calibration, faithful=False), needs_calibration=True))

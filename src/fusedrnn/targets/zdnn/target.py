@@ -4,40 +4,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...cells.gru import gru_sequence
-from ...cells.lstm import lstm_sequence
-from ...cells.recurrence import direction_flags
+from ...cells.spec import CellSpec, run_spec
 from ...errors import UnsupportedFeatureError
-from ..registry import Target
+from ..registry import Prepared, Target
 from .policy import DLF16_OP_BOUNDARIES
 
 FEATURES = frozenset({"lstm", "gru", "bidirectional", "linear_before_reset"})
 
 
-def prepare(layer, calibration=None):
-    """Check what zDNN cannot express and return ``run(x, states, lens) -> (Y, states)``."""
-    if layer.cell == "gru" and not layer.linear_before_reset:
-        raise UnsupportedFeatureError("linear_before_reset: zDNN's GRU applies the reset gate after the linear "
-                                      "transformation only (linear_before_reset=True / reset_after=True), got False")
-    reverse = direction_flags(layer.direction)
-    acts = layer.activations
+class ZdnnPrepared(Prepared):
+    """An LSTM / GRU run by the float engine with zDNN's DLFLOAT16 rounding at every NNPA op boundary."""
 
-    def w(a):
-        return None if a is None else np.ascontiguousarray(a, dtype=np.float32)
+    def __init__(self, spec: CellSpec):
+        super().__init__(spec)
+        if spec.cell == "gru" and not spec.linear_before_reset:
+            raise UnsupportedFeatureError("linear_before_reset: zDNN's GRU applies the reset gate after the linear "
+                                          "transformation only (linear_before_reset=True / reset_after=True), got "
+                                          "False")
 
-    def run(x, states, lens):
+    def run(self, x, states, lens):
         if lens is not None and np.any(np.asarray(lens) != x.shape[0]):
             raise UnsupportedFeatureError(f"sequence_lens: zDNN's lstm/gru run every sequence for all "
                                           f"{x.shape[0]} timesteps; got lengths {np.asarray(lens).tolist()}")
-        if layer.cell == "lstm":
-            Y, h, c = lstm_sequence(x, w(layer.W), w(layer.R), w(layer.b_x), w(layer.b_h), states[0], states[1],
-                                    reverse=reverse, acts=acts, policy=DLF16_OP_BOUNDARIES)
-            return Y, (h, c)
-        Y, h = gru_sequence(x, w(layer.W), w(layer.R), w(layer.b_x), w(layer.b_h), states[0], reverse=reverse,
-                            acts=acts, linear_before_reset=True, policy=DLF16_OP_BOUNDARIES)
-        return Y, (h,)
+        return run_spec(self.spec, np.asarray(x, np.float32), states, policy=DLF16_OP_BOUNDARIES)
 
-    return run
+
+def prepare(spec: CellSpec, calibration=None) -> ZdnnPrepared:
+    """Check what zDNN cannot express; the returned object runs the cell with zDNN's rounding."""
+    return ZdnnPrepared(spec)
 
 
 ZDNN_TARGET = Target(

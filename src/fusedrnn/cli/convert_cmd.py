@@ -84,7 +84,7 @@ def _from_onnx(path: Path, node_name: str | None):
     import onnx
     from onnx import numpy_helper
 
-    from ..frontends.onnx_node import _batch_major_wrapped
+    from ..frontends.onnx_node import batch_major_wrapped
     from ..layers import RecurrentLayer
 
     try:
@@ -110,7 +110,7 @@ def _from_onnx(path: Path, node_name: str | None):
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     attrs = {k: (v.decode() if isinstance(v, bytes) else [x.decode() for x in v]
                  if isinstance(v, list) and v and isinstance(v[0], bytes) else v) for k, v in attrs.items()}
-    if _batch_major_wrapped(model, node):
+    if batch_major_wrapped(model, node):
         attrs["layout"] = 1
     cls = {"LSTM": "LSTM", "GRU": "GRU", "RNN": "RNN"}[node.op_type]
     from .. import layers

@@ -33,7 +33,6 @@ This module is the facade; each job has its own module:
 =============================================  ===================================================================
 """
 
-
 from __future__ import annotations
 
 import os

@@ -2,7 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import conventions, ops, targets
+from . import conventions, frontends, ops, targets  # frontends registers the layer converters
 from .errors import (
     AttributeValueError,
     ConversionError,
@@ -26,6 +26,7 @@ except PackageNotFoundError:  # running from a source tree without installation
 __all__ = [
     "__version__",
     "conventions",
+    "frontends",
     "ops",
     "onnx",
     "targets",

@@ -22,7 +22,7 @@ layer is a drop-in replacement. ``layer.to(target)`` returns a copy that runs on
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -47,6 +47,40 @@ from .validation import (
 
 COUPLINGS = (None, "input_forget", "cifg")
 OUTPUT_ORDERS = ("time", "processing")
+
+CONVERTER_SIGNATURES = {
+    "from_onnx": "(cls, W, R, B, P, attributes: dict) -> layer",
+    "to_onnx_model": "(layer, *, opset, ir_version, name, state_inputs, layout) -> onnx.ModelProto",
+    "from_tflite": "(cls, source, op_index) -> layer",
+    "from_torch": "(module, expected=cls) -> layer or Stack",
+    "to_torch": "(layer_or_stack) -> torch.nn.Module",
+    "from_keras": "(keras_layer, expected=cls) -> layer",
+    "to_keras": "(layer) -> keras layer",
+}
+"""The format converters behind the layer methods of the same names, and how each is called."""
+
+CONVERTERS: dict[str, Callable] = {}
+"""Converter name (a key of ``CONVERTER_SIGNATURES``) -> function. The frontends fill it when they are imported
+(:mod:`fusedrnn.frontends`, which ``import fusedrnn`` imports), so layers never import a model format."""
+
+
+def register_converter(name: str, fn: Callable) -> None:
+    """Make ``fn`` the converter ``name`` (called as ``CONVERTER_SIGNATURES[name]`` says); a frontend calls this
+    when it is imported."""
+    if name not in CONVERTER_SIGNATURES:
+        raise AttributeValueError(f"name: expected one of {sorted(CONVERTER_SIGNATURES)}, got {name!r}")
+    if not callable(fn):
+        raise AttributeValueError(f"fn: expected a callable converter for {name!r}, got {fn!r}")
+    CONVERTERS[name] = fn
+
+
+def converter(name: str) -> Callable:
+    """The registered converter ``name``; ConversionError when no frontend registered it."""
+    try:
+        return CONVERTERS[name]
+    except KeyError:
+        raise ConversionError(f"{name}: no converter is registered; the frontends register them when "
+                              f"fusedrnn.frontends is imported (``import fusedrnn`` does that)") from None
 
 
 def _opt_array(a, name: str, shape: tuple, meaning: str) -> np.ndarray | None:
@@ -260,111 +294,43 @@ class RecurrentLayer(CellShape):
         A ``batch_first`` layer keeps a batch-major signature (X [batch, seq, I], Y [batch, seq, D, H], states
         [batch, D, H]). With ``layout=0`` (default) that is made of Transpose nodes around a time-major node,
         which onnxruntime runs; ``layout=1`` sets the node's batch-major ``layout`` attribute instead (exact
-        ONNX, but onnxruntime refuses to load it).
+        ONNX, but onnxruntime refuses to load it). Built by :func:`fusedrnn.frontends.onnx_node.to_onnx_model`.
         """
-        import onnx
-        from onnx import TensorProto, helper, numpy_helper
-
-        if isinstance(layout, bool) or layout not in (0, 1):
-            raise AttributeValueError(f"layout: expected 0 or 1, got {layout!r}")
-        if layout == 1 and not self.batch_first:
-            raise AttributeValueError("layout: 1 (a batch-major node) needs a batch_first layer")
-        spec = self.to_onnx()
-        attrs = spec["attributes"]
-        transpose = self.batch_first and layout == 0
-        if transpose:
-            attrs.pop("layout", None)
-        op = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[self.cell]
-        elem = TensorProto.DOUBLE if self.W.dtype == np.float64 else TensorProto.FLOAT
-        D, H, I, Hp = self.num_directions, self.hidden_size, self.input_size, self.output_size
-        bf = self.batch_first
-        shapes = {  # graph signature
-            "X": ["batch", "seq", I] if bf else ["seq", "batch", I],
-            "initial_h": ["batch", D, Hp] if bf else [D, "batch", Hp],
-            "initial_c": ["batch", D, H] if bf else [D, "batch", H],
-            "Y": ["batch", "seq", D, Hp] if bf else ["seq", D, "batch", Hp],
-            "Y_h": ["batch", D, Hp] if bf else [D, "batch", Hp],
-            "Y_c": ["batch", D, H] if bf else [D, "batch", H],
-        }
-        # batch-major graph value -> (perm into the time-major node, perm out of it)
-        perms = {"X": [1, 0, 2], "initial_h": [1, 0, 2], "initial_c": [1, 0, 2], "Y": [2, 0, 1, 3],
-                 "Y_h": [1, 0, 2], "Y_c": [1, 0, 2]}
-        nodes, state_names = [], ["initial_h"] + (["initial_c"] if self.cell == "lstm" else [])
-        inputs = [helper.make_tensor_value_info("X", elem, shapes["X"])]
-        if state_inputs:
-            inputs.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, ["batch"]))
-            inputs += [helper.make_tensor_value_info(n, elem, shapes[n]) for n in state_names]
-
-        def node_input(n):
-            if not transpose:
-                return n
-            nodes.append(helper.make_node("Transpose", [n], [f"{n}_time_major"], perm=perms[n]))
-            return f"{n}_time_major"
-
-        node_in = [node_input("X"), "W", "R", "B"]
-        if state_inputs:
-            node_in += ["sequence_lens"] + [node_input(n) for n in state_names]
-        inits = [numpy_helper.from_array(spec[k], k) for k in ("W", "R", "B")]
-        if "P" in spec:
-            node_in += [""] * (7 - len(node_in))
-            node_in.append("P")
-            inits.append(numpy_helper.from_array(spec["P"], "P"))
-        outs = ["Y", "Y_h"] + (["Y_c"] if self.cell == "lstm" else [])
-        node_out = [f"{o}_time_major" if transpose else o for o in outs]
-        nodes.insert(len(nodes), helper.make_node(op, node_in, node_out, **attrs))
-        if transpose:
-            nodes += [helper.make_node("Transpose", [t], [o], perm=perms[o]) for t, o in zip(node_out, outs,
-                                                                                              strict=True)]
-        out_info = [helper.make_tensor_value_info(o, elem, shapes[o]) for o in outs]
-        graph = helper.make_graph(nodes, name or f"fusedrnn_{self.cell}", inputs, out_info, inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version)
-        onnx.checker.check_model(model)
-        return model
+        return converter("to_onnx_model")(self, opset=opset, ir_version=ir_version, name=name,
+                                          state_inputs=state_inputs, layout=layout)
 
     @classmethod
     def from_onnx(cls, W, R=None, B=None, P=None, **attributes):
         """A layer from ONNX W, R, B (, P) and node attributes, or from a single-node ONNX model
         (``ModelProto`` or path) whose weights are initializers. Keeps ONNX's conventions: merge "stack" and
         ``batch_first = (layout == 1)``."""
-        from .frontends.onnx_node import layer_from_onnx
+        return converter("from_onnx")(cls, W, R, B, P, attributes)
 
-        return layer_from_onnx(cls, W, R, B, P, attributes)
-
-    # ---- other frameworks (implemented in fusedrnn.frontends) --------------------------------------------
+    # ---- other frameworks (implemented in fusedrnn.frontends, found through CONVERTERS) ------------------
     @classmethod
     def from_tflite(cls, path, op_index: int = 0):
         """A layer from the ``op_index``-th recurrent op of a .tflite model (``fusedrnn.litert.load(path).ops``):
         weights dequantized; the model's own tensors are kept so that ``.to("litert-int8x16",
         calibration="tflite")`` runs them unchanged (bit-exact with the LiteRT interpreter)."""
-        from .frontends.tflite import layer_from_tflite
-
-        return layer_from_tflite(cls, path, op_index)
+        return converter("from_tflite")(cls, path, op_index)
 
     @classmethod
     def from_torch(cls, module):
         """A layer (or a :class:`Stack` for ``num_layers > 1``) from a PyTorch ``nn.LSTM/GRU/RNN``."""
-        from .frontends.torch import from_torch
-
-        return from_torch(module, expected=cls)
+        return converter("from_torch")(module, expected=cls)
 
     def to_torch(self):
         """The equivalent PyTorch ``nn.LSTM/GRU/RNN`` module (float32)."""
-        from .frontends.torch import to_torch
-
-        return to_torch(self)
+        return converter("to_torch")(self)
 
     @classmethod
     def from_keras(cls, layer):
         """A layer from a Keras 3 ``LSTM``, ``GRU``, ``SimpleRNN`` or ``Bidirectional`` layer."""
-        from .frontends.keras import from_keras
-
-        return from_keras(layer, expected=cls)
+        return converter("from_keras")(layer, expected=cls)
 
     def to_keras(self):
         """The equivalent Keras 3 layer, built and loaded with this layer's weights."""
-        from .frontends.keras import to_keras
-
-        return to_keras(self)
+        return converter("to_keras")(self)
 
 
 class LSTM(RecurrentLayer):
@@ -528,9 +494,8 @@ class Stack:
         return Stack(emulated)
 
     def to_torch(self):
-        from .frontends.torch import to_torch
-
-        return to_torch(self)
+        """The equivalent PyTorch module (``num_layers = len(self)``, float32)."""
+        return converter("to_torch")(self)
 
     def __repr__(self) -> str:
         return f"Stack({self.layers!r})"
@@ -549,4 +514,5 @@ def layer_from_spec(spec: CellSpec, **options) -> RecurrentLayer:
     return layer
 
 
-__all__ = ["LSTM", "GRU", "RNN", "Stack", "RecurrentLayer", "COUPLINGS", "layer_from_spec"]
+__all__ = ["LSTM", "GRU", "RNN", "Stack", "RecurrentLayer", "COUPLINGS", "CONVERTERS", "CONVERTER_SIGNATURES",
+           "converter", "layer_from_spec", "register_converter"]

@@ -24,6 +24,7 @@ batch-first source such as Keras): the npz's only array, or its array ``X`` / ``
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -31,9 +32,18 @@ from pathlib import Path
 
 import click
 import numpy as np
+import onnx
+from onnx import numpy_helper
 
+from .. import layers, litert, quark
 from .. import targets as registry
 from ..errors import FusedRNNError
+from ..frontends.c_export import mli_export, zdnn_export
+from ..frontends.keras import from_keras
+from ..frontends.onnx_node import batch_major_wrapped
+from ..frontends.torch import from_torch
+from ..targets.litert.export import export as litert_export
+from ..targets.litert.reader import read_model
 from .common import CLIError, delayed_progress
 
 FILE_FORMATS = {"onnx": ".onnx", "torch": ".pt", "keras": ".keras", "quark": ".onnx", "zdnn": ".h",
@@ -81,12 +91,6 @@ def _pick(found: dict, node: str | None, what: str, option: str = "--node"):
 
 
 def _from_onnx(path: Path, node_name: str | None):
-    import onnx
-    from onnx import numpy_helper
-
-    from ..frontends.onnx_node import _batch_major_wrapped
-    from ..layers import RecurrentLayer
-
     try:
         model = onnx.load(os.fspath(path))
     except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError, OSError, ...
@@ -110,13 +114,11 @@ def _from_onnx(path: Path, node_name: str | None):
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     attrs = {k: (v.decode() if isinstance(v, bytes) else [x.decode() for x in v]
                  if isinstance(v, list) and v and isinstance(v[0], bytes) else v) for k, v in attrs.items()}
-    if _batch_major_wrapped(model, node):
+    if batch_major_wrapped(model, node):
         attrs["layout"] = 1
     cls = {"LSTM": "LSTM", "GRU": "GRU", "RNN": "RNN"}[node.op_type]
-    from .. import layers
-
     layer = getattr(layers, cls).from_onnx(arrays["W"], arrays["R"], arrays.get("B"), arrays.get("P"), **attrs)
-    assert isinstance(layer, RecurrentLayer)
+    assert isinstance(layer, layers.RecurrentLayer)
     return layer, f"ONNX {node.op_type} node {name!r}"
 
 
@@ -139,8 +141,6 @@ def _from_torch(path: Path, prefix: str | None, nonlinearity: str):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CLIError(f"SRC: {path} cannot be loaded with torch.load(weights_only=True): {first} (save the "
                        f"module's state_dict() instead)") from None
-    from ..frontends.torch import from_torch
-
     if isinstance(obj, nn.Module):
         return from_torch(obj), f"PyTorch {type(obj).__name__}"
     if not isinstance(obj, dict):
@@ -228,17 +228,11 @@ def _from_keras(path: Path, name: str | None):
         raise CLIError(f"SRC: {path} is not a loadable .keras model ({type(exc).__name__}: "
                        f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''})") from None
     layer_name, layer = _pick(_keras_recurrent(keras, model), name, "Keras recurrent layer")
-    from ..frontends.keras import from_keras
-
     return from_keras(layer), f"Keras {type(layer).__name__} {layer_name!r}"
 
 
 def _from_tflite(path: Path, node: str | None):
-    try:
-        from ..litert import layer_from_tflite, load
-    except ImportError:
-        raise CLIError("SRC: .tflite sources are not supported yet (fusedrnn.litert is not available)") from None
-    model = load(path)
+    model = litert.load(path)
     n = len(model.ops)
     if node is None and n != 1:
         raise CLIError(f"SRC: expected one recurrent op in {path}, found {n}" +
@@ -250,7 +244,7 @@ def _from_tflite(path: Path, node: str | None):
             from None
     if not 0 <= index < n:
         raise CLIError(f"--node: the model has {n} recurrent op(s); expected an index 0 to {n - 1}, got {index}")
-    return layer_from_tflite(None, model, index), f"LiteRT op {index}"
+    return litert.layer_from_tflite(None, model, index), f"LiteRT op {index}"
 
 
 # ---- calibration ----------------------------------------------------------------------------------------------
@@ -276,17 +270,13 @@ def load_calibration(path: Path) -> np.ndarray:
 
 # ---- writers --------------------------------------------------------------------------------------------------
 def _single(layer, fmt: str):
-    from ..layers import Stack
-
-    if isinstance(layer, Stack):
+    if isinstance(layer, layers.Stack):
         raise CLIError(f"--to {fmt}: the source is a stack of {len(layer)} layers; {fmt} output holds one "
                        f"recurrent layer (torch, mli* and zdnn take stacks)")
     return layer
 
 
 def _write_onnx(layer, out: Path) -> None:
-    import onnx
-
     onnx.save(_single(layer, "onnx").to_onnx_model(), os.fspath(out))
 
 
@@ -296,8 +286,6 @@ def _write_torch(layer, out: Path) -> None:
 
 
 def _write_keras(layer, out: Path) -> None:
-    import copy
-
     layer = _single(layer, "keras")
     if layer.merge == "stack" and layer.num_directions == 1:  # the output layout, not a weight
         layer = copy.copy(layer)
@@ -309,25 +297,13 @@ def _write_keras(layer, out: Path) -> None:
 
 
 def _write_quark(layer, out: Path, cal) -> str:
-    try:
-        from ..quark import convert
-    except ImportError:
-        raise CLIError("--to quark: not supported yet (fusedrnn.quark is not available)") from None
-    import onnx
-
-    conv = convert(_single(layer, "quark"), cal)
+    conv = quark.convert(_single(layer, "quark"), cal)
     onnx.save(conv.model, os.fspath(out))
     return str(conv.report)
 
 
 def _write_tflite(layer, out: Path, scheme: str, cal, batch: int | None) -> str:
-    try:
-        from ..targets.litert.export import export
-    except ImportError:
-        raise CLIError("--to tflite: not supported (fusedrnn.litert is not available)") from None
-    content = export(layer, out, scheme, cal, batch=batch)
-    from ..targets.litert.reader import read_model
-
+    content = litert_export(layer, out, scheme, cal, batch=batch)
     ops = [op.name for op in read_model(content).ops]
     return f"{len(content)} bytes, {scheme}: {', '.join(ops)}"
 
@@ -429,8 +405,6 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
             elif fmt == "tflite":
                 extra = _write_tflite(layer, out, scheme, cal, batch)
             elif fmt == "zdnn":
-                from ..frontends.c_export import zdnn_export
-
                 export = zdnn_export(layer)
                 if out.suffix == ".bin":
                     side = _write_zdnn_bin(export, out)
@@ -438,8 +412,6 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
                 else:
                     _write_c(export, out, out.stem)
             else:
-                from ..frontends.c_export import mli_export
-
                 _write_c(mli_export(layer, fmt, cal), out, out.stem)
             steps.advance()
         except FusedRNNError as exc:

@@ -28,7 +28,7 @@ from ..errors import FusedRNNError
 from ..frontends import onnx as fonnx
 from ..frontends.c_source import c_array, c_header, c_identifier, c_names  # noqa: F401 - re-exported
 from .common import CLIError, delayed_progress
-from .run_cmd import CALIBRATION_SAMPLES, _load_feeds, calibration_subset
+from .feeds import CALIBRATION_SAMPLES, calibration_subset, load_feeds
 
 
 def _sha256(path: Path) -> str:
@@ -90,12 +90,12 @@ def export_vectors(model_path: Path, target_name: str, input_path: Path, out_dir
         model = fonnx.load(model_path)
     except (FusedRNNError, OSError) as exc:
         raise CLIError(f"MODEL: {exc}") from None
-    all_feeds, _ = _load_feeds(model, input_path, "--input")
+    all_feeds, _ = load_feeds(model, input_path, "--input")
     feeds = _first(all_feeds, samples)
     cal = cal_info = None
     if target.needs_calibration:
         if calibration is not None:
-            cal = _load_feeds(model, calibration, "--calibration")[0]
+            cal = load_feeds(model, calibration, "--calibration")[0]
             cal_info = {"source": "--calibration", "path": str(calibration), "sha256": _sha256(calibration)}
         else:
             cal = calibration_subset(all_feeds)

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from .. import __version__
 from ..frontends import onnx as fonnx
+from ..frontends.onnx_ops import recurrent_op
 from .common import CLIError
 
 EXTRA = "report"
@@ -63,14 +65,12 @@ def instrument(model: fonnx.Model) -> tuple[fonnx.Model, list[NodeProbe]]:
     """A copy of ``model`` whose graph also outputs every top-level recurrent node's X and Y (after the
     model's own outputs, which keep their order), and a probe per recurrent node (subgraph nodes included,
     with ``x = y = None``)."""
-    import onnx
-
     proto = onnx.ModelProto()
     proto.CopyFrom(model.proto)
     graph = proto.graph
     known = {o.name for o in graph.output}
     feeds = {i.name for i in model.inputs}
-    top = [n for n in graph.node if (("" if n.domain == "ai.onnx" else n.domain), n.op_type) in fonnx.RECURRENT_OPS]
+    top = [n for n in graph.node if recurrent_op(n) is not None]
     probes = []
     for node in top:
         for name in (node.input[0], node.output[0]):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-import zipfile
 from pathlib import Path
 
 import click
@@ -17,10 +16,9 @@ from ..errors import FusedRNNError
 from ..frontends import onnx as fonnx
 from . import report as html_report
 from .common import CLIError, delayed_progress, stdout_console
+from .feeds import CALIBRATION_SAMPLES, LABELS, calibration_subset, load_feeds
 
 REFERENCE = "fp32"
-LABELS = "y"
-CALIBRATION_SAMPLES = 256
 
 
 def _resolve_targets(names) -> list:
@@ -31,53 +29,8 @@ def _resolve_targets(names) -> list:
     return chosen
 
 
-_UNREADABLE = (OSError, ValueError, TypeError, AttributeError, EOFError, zipfile.BadZipFile)
-"""What np.load raises on a file that is not the npz / npy it should be."""
-
-
-def _load_feeds(model: fonnx.Model, data: Path, option: str = "--data") -> tuple[dict, np.ndarray | None]:
-    """The model's feeds from the npz ``data`` (float arrays cast to the declared float dtype), and
-    the optional label array ``y`` (unless the model has an input called ``y``). A ``.npy`` file is the one
-    input of a single-input model."""
-    names = [i.name for i in model.inputs]
-    if data.suffix.lower() == ".npy":
-        if len(names) != 1:
-            raise CLIError(f"{option}: a .npy file holds one array but the model has {len(names)} inputs "
-                           f"({', '.join(names)}); give an npz with one array per input name")
-        try:
-            arrays = {names[0]: np.load(data, allow_pickle=False)}
-        except _UNREADABLE as exc:
-            raise CLIError(f"{option}: cannot read {data} as a .npy array ({exc})") from None
-    else:
-        try:
-            with np.load(data, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        except _UNREADABLE as exc:
-            raise CLIError(f"{option}: cannot read {data} as an npz archive ({exc})") from None
-    missing = [n for n in names if n not in arrays]
-    if missing:
-        raise CLIError(f"{option}: {data} lacks the model input(s) {', '.join(missing)} "
-                       f"(it holds {', '.join(arrays) or 'nothing'})")
-    feeds = {}
-    for spec in model.inputs:
-        a = arrays[spec.name]
-        if spec.dtype is not None and a.dtype != spec.dtype:
-            if not (a.dtype.kind == "f" and spec.dtype.kind == "f"):  # only float precision is adapted
-                raise CLIError(f"{option}: array {spec.name!r} has dtype {a.dtype}; the model expects {spec.dtype}")
-            a = a.astype(spec.dtype)
-        feeds[spec.name] = a
-    labels = arrays.get(LABELS) if LABELS not in names else None
-    return feeds, labels
-
-
 def _predictions(out: np.ndarray) -> np.ndarray | None:
     return np.argmax(out, axis=-1) if out.ndim >= 2 and out.shape[-1] > 1 else None
-
-
-def calibration_subset(feeds: dict, limit: int = CALIBRATION_SAMPLES) -> dict:
-    """The first ``limit`` samples of every batched feed (axis 0), used to calibrate quantized targets when no
-    separate calibration data is given."""
-    return {k: (v[:limit] if np.ndim(v) and v.shape[0] > limit else v) for k, v in feeds.items()}
 
 
 def _differences(out: dict, ref: dict) -> tuple[float, float, float | None]:
@@ -209,8 +162,8 @@ def _evaluate(model_path: Path | None, data: Path | None, target_names, calibrat
         model = fonnx.load(model_path)
     except (FusedRNNError, OSError) as exc:
         raise CLIError(f"MODEL: {exc}") from None
-    feeds, labels = _load_feeds(model, data)
-    cal = None if calibration is None else _load_feeds(model, calibration, "--calibration")[0]
+    feeds, labels = load_feeds(model, data)
+    cal = None if calibration is None else load_feeds(model, calibration, "--calibration")[0]
     samples = next((int(a.shape[0]) for a in feeds.values() if a.ndim), 1)
     facts = {"model": str(model_path), "data": str(data), "samples": samples, "reference": REFERENCE}
     try:
@@ -310,3 +263,6 @@ def compare(model_path: Path, data: Path | None, target_names: tuple[str, ...], 
     for r in rows:
         if r["error"] is not None:
             console.print(f"{r['target']}: cannot run: {r['error']}", highlight=False, markup=False)
+
+
+__all__ = ["CALIBRATION_SAMPLES", "LABELS", "REFERENCE", "calibration_subset", "compare", "compare_targets", "run"]

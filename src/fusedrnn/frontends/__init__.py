@@ -1,16 +1,19 @@
 """Model formats and framework converters.
 
 * :mod:`fusedrnn.frontends.onnx`: load and run whole ONNX models with their recurrent nodes on fusedrnn
-  (imported here and re-exported as ``fusedrnn.onnx``);
+  (re-exported as ``fusedrnn.onnx``; its parts are the ``onnx_*`` modules), and
+  :mod:`fusedrnn.frontends.onnx_node`: single ONNX recurrent nodes <-> fusedrnn layers;
 * :mod:`fusedrnn.frontends.torch`: PyTorch ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` <-> fusedrnn layers;
 * :mod:`fusedrnn.frontends.keras`: Keras 3 ``LSTM`` / ``GRU`` / ``SimpleRNN`` / ``Bidirectional`` <-> fusedrnn
-  layers.
+  layers;
+* :mod:`fusedrnn.frontends.tflite`: the recurrent ops of a .tflite model as fusedrnn layers.
 
-``torch`` and ``keras`` are not imported here: import them explicitly (``from fusedrnn.frontends import torch``)
-or use the layer methods (``LSTM.from_torch``, ``layer.to_keras()``...), which import them on first use. TFLite
-is planned.
+Importing this package (``import fusedrnn`` does) imports every converter module, and each registers its
+converters in :data:`fusedrnn.layers.CONVERTERS`, which the layer methods (``LSTM.from_torch``,
+``layer.to_keras()``, ``from_onnx``, ...) call. PyTorch and Keras themselves are imported only when a converter
+runs.
 """
 
-from . import onnx
+from . import keras, onnx, onnx_node, tflite, torch
 
-__all__ = ["onnx"]
+__all__ = ["keras", "onnx", "onnx_node", "tflite", "torch"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ConversionError
+from ..layers import RecurrentLayer
 
 LAYER_NAMES = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}
 """Cell kind -> the fusedrnn layer class name."""
@@ -13,8 +14,6 @@ def check_expected(expected, kind: str, framework: str, class_names: dict[str, s
     """Raise ConversionError unless ``expected`` (a layer class, ``RecurrentLayer`` meaning any, or None) fits
     the cell ``kind`` found in a framework object; ``class_names`` spell the framework's classes by cell kind,
     ``method`` is the converter (``from_torch``), ``argument`` the name of the converted argument."""
-    from ..layers import RecurrentLayer
-
     if expected is None or expected is RecurrentLayer:
         return
     if not (isinstance(expected, type) and issubclass(expected, RecurrentLayer)):

@@ -57,6 +57,7 @@ from .. import conventions
 from ..cells.activations import Activation
 from ..cells.kinds import GATE_COUNT
 from ..errors import AttributeValueError, ConversionError, DTypeError, FrameworkTypeError, ShapeError
+from ..layers import GRU, LSTM, RNN, RecurrentLayer, register_converter
 from .common import check_expected
 
 _KERAS_CLASS = {"lstm": "LSTM", "gru": "GRU", "rnn": "SimpleRNN"}
@@ -206,8 +207,6 @@ def _one_direction(kind: str, weights, config: dict, where: str = "") -> dict:
 
 
 def _build(kind: str, dirs: list[dict], merge: str):
-    from ..layers import GRU, LSTM, RNN
-
     D = len(dirs)
     if D == 2:
         a, b = dirs
@@ -328,8 +327,6 @@ def from_keras(layer, expected=None):
 # ------------------------------------------------------------------------------------------------ go_backwards
 
 def _copy_with_order(layer, order: str, func: str):
-    from ..layers import RecurrentLayer
-
     if not isinstance(layer, RecurrentLayer):
         raise FrameworkTypeError(f"layer: {func} expected a fusedrnn LSTM, GRU or RNN, got "
                                  f"{type(layer).__name__}")
@@ -348,8 +345,6 @@ def processing_order(layer):
     """A copy of a ``direction="reverse"`` layer with ``output_order="processing"``: its outputs in the order it
     computes them, as Keras ``go_backwards=True`` returns them (the inverse of :func:`time_ordered`). The weight
     arrays are shared."""
-    from ..layers import RecurrentLayer
-
     if isinstance(layer, RecurrentLayer) and layer.direction != "reverse":
         raise ConversionError(f"layer: output_order='processing' needs direction='reverse', got "
                               f"direction={layer.direction!r}")
@@ -413,8 +408,6 @@ def to_keras(layer, **layer_kwargs):
     """The equivalent Keras 3 layer (``LSTM``/``GRU``/``SimpleRNN``, in a ``Bidirectional`` for two
     directions), built and loaded with ``layer``'s weights. ``layer_kwargs`` go to the recurrent layer's
     constructor (default ``return_sequences=True``)."""
-    from ..layers import RecurrentLayer
-
     if not isinstance(layer, RecurrentLayer):
         raise FrameworkTypeError(f"layer: expected a fusedrnn LSTM, GRU or RNN, got {type(layer).__name__}")
     fixed = sorted(set(layer_kwargs) & {"units", "activation", "recurrent_activation", "use_bias", "reset_after",
@@ -459,6 +452,9 @@ def to_keras(layer, **layer_kwargs):
     out.set_weights(_keras_weights(layer, 0) + _keras_weights(layer, 1))
     return out
 
+
+register_converter("from_keras", from_keras)
+register_converter("to_keras", to_keras)
 
 __all__ = ["from_keras", "from_keras_weights", "to_keras", "time_ordered", "processing_order", "KERAS_ACTIVATIONS",
            "MERGE_MODES"]

@@ -8,9 +8,10 @@ for every ONNX float and integer type a recurrent node takes) and outputs are ca
 type. The op receives only the node's identity (a string attribute ``key``, "<graph token>:<node index>"); the
 node, its exact attributes, its constant inputs (initializers, read once from the proto) and the element types
 of the others stay on our side, so the op calls the very same per-node function as the reference route
-(``fusedrnn.frontends.onnx._node_function``: target dtype and rounding, calibrated layers, the calibration
-recorder, native DynamicQuantizeLSTM). One rewritten session serves a model and every ``to()`` copy of it; each
-``run`` installs its own node function under a lock, so several models and targets coexist in one process.
+(:func:`fusedrnn.frontends.onnx_emulation.node_function`: target dtype and rounding, calibrated layers, the
+calibration recorder, native DynamicQuantizeLSTM). One rewritten session serves a model and every ``to()`` copy
+of it; each ``run`` installs its own node function under a lock, so several models and targets coexist in one
+process.
 
 onnxruntime-extensions' pitfalls, and what this module does about them:
 
@@ -56,8 +57,13 @@ from dataclasses import dataclass, field
 from itertools import count
 
 import numpy as np
+import onnx
+from onnx import helper, numpy_helper
 
 from ..errors import InputError, UnsupportedFeatureError
+from ..targets.quark import ort_extensions as quark_ops
+from ..targets.quark.onnx_op import OPS as QUARK_OPS
+from .onnx_ops import node_label, proto_attributes, recurrent_op, subgraphs
 
 DOMAIN = "ai.fusedrnn.ort"
 MAX_INPUTS = 12   # DynamicQuantizeLSTM has 12 inputs
@@ -115,9 +121,6 @@ def declare_ops() -> None:
             return
         from onnxruntime_extensions import Opdef, PyCustomOpDef, onnx_op
 
-        from ..targets.quark import ort_extensions as quark_ops
-        from ..targets.quark.onnx_op import OPS as QUARK_OPS
-
         ours = {f"{domain}::{name}" for domain, name in QUARK_OPS} | _PACKAGE_OPS
         foreign = sorted({od.op_type for od in getattr(Opdef, "_odlist", {}).values()} - ours)
         if foreign or (quark_ops._declared and quark_ops._NODES):
@@ -151,9 +154,6 @@ class _Scope:
 
 def _dtype_map(proto) -> dict:
     """Element types (numpy dtypes) of the values onnx's shape inference can type, subgraphs included."""
-    import onnx
-    from onnx import helper
-
     try:
         inferred = onnx.shape_inference.infer_shapes(proto)
     except Exception:  # noqa: BLE001 -- inference is a best effort; initializers type most recurrent inputs
@@ -168,21 +168,11 @@ def _dtype_map(proto) -> dict:
         for t in graph.initializer:
             out.setdefault(t.name, np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)))
         for node in graph.node:
-            for g in _subgraphs(node):
+            for g in subgraphs(node):
                 visit(g)
 
     visit(inferred.graph)
     return out
-
-
-def _subgraphs(node):
-    import onnx
-
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
 
 
 def _used_names(graph, out: set | None = None) -> set:
@@ -191,7 +181,7 @@ def _used_names(graph, out: set | None = None) -> set:
     out.update(o.name for o in graph.output)
     for node in graph.node:
         out.update(node.input)
-        for g in _subgraphs(node):
+        for g in subgraphs(node):
             _used_names(g, out)
     return out
 
@@ -209,11 +199,6 @@ def _input_dtype(op, slot: int, name: str, dtypes: dict, x_dtype) -> np.dtype | 
 
 def _rewrite(proto, token: str, overridable: set):
     """A copy of ``proto`` with its recurrent nodes as Python-op nodes; returns (copy, [NodePlan])."""
-    import onnx
-    from onnx import helper, numpy_helper
-
-    from .onnx import _node_label, _recurrent_op
-
     dtypes = _dtype_map(proto)
     used = _used_names(proto.graph)
     model = onnx.ModelProto()
@@ -235,9 +220,9 @@ def _rewrite(proto, token: str, overridable: set):
             inner.initializers.pop(name, None)  # a subgraph's formal input shadows outer names
         new_nodes = []
         for node in graph.node:
-            for g in _subgraphs(node):
+            for g in subgraphs(node):
                 rewrite_graph(g, inner)
-            op = _recurrent_op(node)
+            op = recurrent_op(node)
             if op is None:
                 new_nodes.append(node)
                 continue
@@ -249,7 +234,7 @@ def _rewrite(proto, token: str, overridable: set):
             else:  # X, or W, which has X's type T
                 x_dtype = next((dtypes[n] for n in node.input[:2] if n in dtypes), None)
             if x_dtype is None:
-                raise UnsupportedFeatureError(f"{_node_label(node)}: the element type of its input X cannot be "
+                raise UnsupportedFeatureError(f"{node_label(node)}: the element type of its input X cannot be "
                                               f"inferred, so onnxruntime cannot be told its output type")
             slots, passed, casts = [], [], []
             for slot, name in enumerate(node.input):
@@ -260,7 +245,7 @@ def _rewrite(proto, token: str, overridable: set):
                 else:
                     dtype = _input_dtype(op, slot, name, dtypes, x_dtype)
                     if dtype is None:
-                        raise UnsupportedFeatureError(f"{_node_label(node)}: the element type of input {slot} "
+                        raise UnsupportedFeatureError(f"{node_label(node)}: the element type of input {slot} "
                                                       f"({name!r}) cannot be inferred")
                     cast_name = f"{_PREFIX}{token}_{index}_in{slot}"
                     casts.append(helper.make_node("Cast", [name], [cast_name], to=onnx.TensorProto.DOUBLE,
@@ -281,8 +266,7 @@ def _rewrite(proto, token: str, overridable: set):
             outs = [helper.make_node("Cast", [r], [node.output[k]], to=out_type, name=f"{r}_cast")
                     for r, k in zip(raw, outputs, strict=True)]
             new_nodes.extend([*casts, custom, *outs])
-            plans.append(NodePlan(original, {a.name: helper.get_attribute_value(a) for a in node.attribute},
-                                  slots, outputs))
+            plans.append(NodePlan(original, proto_attributes(node), slots, outputs))
         del graph.node[:]
         graph.node.extend(new_nodes)
 

@@ -6,15 +6,17 @@ Gate order i, f, c, o is fusedrnn's canonical (i, f, g, o); a missing input gate
 the fused activation becomes the g and h activations; ``cell_clip``/``proj_clip`` of 0 mean none; a batch-major
 op gives a ``batch_first`` layer. An op fed by REVERSE_V2 on the time axis (Keras ``go_backwards``) becomes a
 ``direction="reverse"`` layer with ``output_order="processing"``, or ``"time"`` when a second REVERSE_V2 flips its
-output back (the backward half of a Keras ``Bidirectional``). Fusedrnn layers are imported lazily
-(layers import the frontends lazily too).
+output back (the backward half of a Keras ``Bidirectional``). Registers the layer converter ``from_tflite``
+(:func:`layer_from_tflite`) when imported.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..cells.activations import Activation
 from ..errors import AttributeValueError, ConversionError, UnsupportedFeatureError
+from ..layers import GRU, LSTM, RNN, RecurrentLayer, register_converter
 from ..targets.litert.graph import Model, bidirectional_lstm_tensors, load, lstm_tensors
 from ..targets.litert.slots import GATE_BIASES, INPUT_WEIGHTS, LAYER_NORM, RECURRENT_WEIGHTS, LstmOptions, dequantized
 
@@ -22,8 +24,6 @@ _FUSED_TO_ACT = {"TANH": "Tanh", "RELU": "Relu", "SIGMOID": "Sigmoid"}
 
 
 def _act(name: str):
-    from ..cells.activations import Activation
-
     if name == "NONE":
         return Activation("Affine", 1.0, 0.0)
     if name not in _FUSED_TO_ACT:
@@ -73,8 +73,6 @@ def _is_time_reverse(model: Model, op, time_axis: int) -> bool:
 def layer_from_tflite(cls, source, op_index: int = 0):
     """The fusedrnn layer of the ``op_index``-th recurrent op (``load(source).ops[op_index]``) of a .tflite model
     (path, bytes or a loaded :class:`~fusedrnn.targets.litert.graph.Model`)."""
-    from .. import layers
-
     model = source if isinstance(source, Model) else load(source)
     if isinstance(op_index, bool) or not isinstance(op_index, (int, np.integer)):
         raise AttributeValueError(f"op_index: expected an int, got {op_index!r}")
@@ -84,15 +82,15 @@ def layer_from_tflite(cls, source, op_index: int = 0):
     node = [n for n in model.nodes if n.op is not None][op_index]
     info = node.info
     if info.name in ("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM"):
-        expected = layers.LSTM
+        expected = LSTM
     elif info.name in ("RNN", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN"):
-        expected = layers.RNN
+        expected = RNN
     else:
-        expected = layers.GRU
-    if cls is not None and cls is not expected and cls is not layers.RecurrentLayer:
+        expected = GRU
+    if cls is not None and cls is not expected and cls is not RecurrentLayer:
         raise ConversionError(f"op_index: op {op_index} is {info.name}, which imports as {expected.__name__}, not "
                               f"{cls.__name__}")
-    if expected is not layers.LSTM:
+    if expected is not LSTM:
         return _rnn_layer(model, node, expected)
     if info.name == "BIDIRECTIONAL_SEQUENCE_LSTM":
         fw, bw = bidirectional_lstm_tensors(model.info, info)
@@ -116,9 +114,7 @@ def layer_from_tflite(cls, source, op_index: int = 0):
         return None if arrs[0][key] is None else np.stack([a[key] for a in arrs])
 
     act = _act(opts.fused_activation_function)
-    from ..cells.activations import Activation
-
-    layer = layers.LSTM(stack("W"), stack("R"), stack("b"), P=stack("P"),
+    layer = LSTM(stack("W"), stack("R"), stack("b"), P=stack("P"),
                         coupling="cifg" if dirs[0].cifg else None, cell_clip=opts.cell_clip or None,
                         proj_W=stack("proj_W"), proj_b=stack("proj_b"),
                         proj_clip=(opts.proj_clip or None) if dirs[0].projection else None, layer_norm=stack("ln"),
@@ -129,8 +125,6 @@ def layer_from_tflite(cls, source, op_index: int = 0):
 
 
 def _rnn_layer(model: Model, node, cls):
-    from ..cells.activations import Activation
-
     op, info = node.op, node.info
     if cls.cell == "gru":
         H, I = op.n_cell, op.n_input
@@ -159,3 +153,8 @@ def _rnn_layer(model: Model, node, cls):
     return cls(np.stack(Ws), np.stack(Rs), np.stack(bs), activations=acts,
                direction="bidirectional" if len(kernels) == 2 else "forward",
                batch_first=info.name != "RNN" and not tm)
+
+
+register_converter("from_tflite", layer_from_tflite)
+
+__all__ = ["layer_from_tflite"]

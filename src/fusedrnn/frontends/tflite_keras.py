@@ -32,6 +32,7 @@ from ..targets.litert.layer_map import (
 from ..targets.litert.reader import read_model
 from ..targets.litert.slots import const
 from ..targets.litert.writer import OpSpec, write_model
+from .keras import from_keras as read_keras
 
 MODES = ("float", "hybrid", "int8")
 
@@ -52,8 +53,6 @@ def from_keras(layer, *, mode: str = "float", calibration=None, batch_size: int 
     ``batch_size`` is the model's fixed batch (the converter needs one); ``time_steps`` the fixed sequence length
     (default: that of ``calibration``, else 1 — ``Model`` runs any length, the interpreter needs
     ``resize_tensor_input`` for others). ``calibration`` (int8 mode): input sequences [B, T, I] or a list."""
-    from .keras import from_keras as read_keras
-
     if mode not in MODES:
         raise AttributeValueError(f"mode: expected one of {MODES}, got {mode!r}")
     facts = _keras_layer_facts(layer)

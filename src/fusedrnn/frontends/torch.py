@@ -43,6 +43,7 @@ import numpy as np
 from .. import conventions
 from ..cells.kinds import DEFAULT_ACTIVATIONS
 from ..errors import ConversionError, DTypeError, FrameworkTypeError
+from ..layers import GRU, LSTM, RNN, RecurrentLayer, Stack, register_converter
 from .common import check_expected
 
 _KIND_NAMES = {"lstm": "nn.LSTM", "gru": "nn.GRU", "rnn": "nn.RNN"}
@@ -97,8 +98,6 @@ def from_torch(module, expected=None):
     torch = _torch("from_torch")
     kind, is_cell = _kind(module, torch)
     _check_expected(expected, kind)
-    from ..layers import GRU, LSTM, RNN, Stack
-
     cls = {"lstm": LSTM, "gru": GRU, "rnn": RNN}[kind]
     nonlinearity = getattr(module, "nonlinearity", None)
     if is_cell:  # nn.LSTMCell / GRUCell / RNNCell: one forward step's parameters, no layer index
@@ -195,8 +194,6 @@ def to_torch(layer_or_stack):
     layout ([T, D, B, H]; ``y.transpose(0, 2, 1, 3).reshape(T, B, D * H)`` gives PyTorch's). A two-direction
     ``"sum"`` / ``"mul"`` / ``"ave"`` merge has different values and raises ConversionError; with one direction
     every merge but ``"stack"`` is already [T, B, H] and ``"stack"`` only adds a unit direction axis."""
-    from ..layers import RecurrentLayer, Stack
-
     if isinstance(layer_or_stack, Stack):
         layers = list(layer_or_stack.layers)
     elif isinstance(layer_or_stack, RecurrentLayer):
@@ -262,5 +259,8 @@ def to_torch(layer_or_stack):
                     p.copy_(torch.from_numpy(src))
     return module
 
+
+register_converter("from_torch", from_torch)
+register_converter("to_torch", to_torch)
 
 __all__ = ["from_torch", "to_torch"]

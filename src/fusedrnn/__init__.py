@@ -1,8 +1,7 @@
 """fusedrnn: fused and quantized recurrent operators of accelerator SDKs and ONNX, on the CPU."""
 
-from importlib.metadata import PackageNotFoundError, version
-
 from . import conventions, frontends, ops, targets  # frontends registers the layer converters
+from ._version import __version__
 from .errors import (
     AttributeValueError,
     ConversionError,
@@ -17,11 +16,6 @@ from .errors import (
 )
 from .frontends import onnx
 from .layers import GRU, LSTM, RNN, Stack
-
-try:
-    __version__ = version("fusedrnn")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "__version__",

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .frontends import onnx
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 MODEL_FILE = "digits_lstm.onnx"
 DATA_FILE = "digits_test.npz"
@@ -41,8 +43,6 @@ def load_data() -> tuple[np.ndarray, np.ndarray]:
 
 def load_model(target=None):
     """The bundled model as a :class:`fusedrnn.onnx.Model` (on ``target``, default native precision)."""
-    from .frontends import onnx
-
     return onnx.load(model_path(), target=target)
 
 

@@ -84,11 +84,6 @@ class CellShape:
         """Per direction: True when it reads the sequence backwards."""
         return tuple(direction_flags(self.direction))
 
-    @property
-    def state_count(self) -> int:
-        """States a call takes and returns: (h, c) for an LSTM, (h,) otherwise."""
-        return 2 if self.cell == "lstm" else 1
-
     def bias_sum(self, d: int) -> np.ndarray:
         """b_x[d] + b_h[d] in float64 [G*H] (zeros where a bias is absent): the one bias of SDKs that fold them."""
         b = np.zeros(self.W.shape[1])

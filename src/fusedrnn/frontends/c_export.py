@@ -31,7 +31,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import targets
+from .._version import __version__
 from ..errors import ConversionError, UnsupportedFeatureError
+from ..layers import RecurrentLayer, Stack
+from ..numerics.affine import mli_scale_from_float
+from ..targets.zdnn import api as z
 from .c_source import c_array
 
 MLI_GATES = {"lstm": "i, g, f, o", "gru": "z, r, n", "rnn": "one block"}
@@ -68,8 +73,6 @@ class CExport:
 
     def header(self, guard: str) -> str:
         """The C header text (``<stdint.h>``; include guard ``guard``)."""
-        from .. import __version__
-
         lines: list[str] = []
         for kind, key in self.order:
             if kind == "comment":
@@ -88,8 +91,6 @@ class CExport:
 
 
 def _layers(layer_or_stack) -> list:
-    from ..layers import RecurrentLayer, Stack
-
     if isinstance(layer_or_stack, Stack):
         return list(layer_or_stack.layers)
     if isinstance(layer_or_stack, RecurrentLayer):
@@ -130,8 +131,6 @@ def _checked(a: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
 
 def mli_export(layer_or_stack, target, calibration, prefix: str = "mli") -> CExport:
     """The MLI C export of ``layer_or_stack`` on ``target`` (an ``mli2-*`` / ``mli1-*`` name or Target)."""
-    from .. import targets
-
     t = targets.get(target)
     if t.family != "mli":
         raise UnsupportedFeatureError(f"target: expected an mli2-* or mli1-* target, got {t.name!r}")
@@ -194,8 +193,6 @@ def _mli2_direction(out: CExport, p: str, layer, q, target_name: str, rev: bool)
     out.array(c, _checked(q.b, bt, c), f"bias [{G}, {H}], gates {MLI_GATES[cell]}, b_x + b_h, "
                                       f"{'MLI_EL_SA_32' if sa8 else 'MLI_EL_FX_' + str(bt.itemsize * 8)}")
     if sa8:
-        from ..numerics.affine import mli_scale_from_float
-
         s_in = q.q.inp[0] * 2.0 ** -q.q.inp[2]
         m_w, f_w = (np.asarray(v, np.int64).reshape(-1) for v in q.q.wi)
         m, f = mli_scale_from_float(s_in * np.ldexp(m_w.astype(np.float64), -f_w))
@@ -234,8 +231,6 @@ def _mli1_direction(out: CExport, p: str, layer, q, target_name: str, rev: bool)
 
 # ---- zDNN --------------------------------------------------------------------------------------------------
 def _ztensor(layout, dims, info, gates):
-    from ..targets.zdnn import api as z
-
     pre = z.init_pre_transformed_desc(layout, z.FP32, None, *dims)
     tf = z.TensorDesc()
     st = z.generate_transformed_desc_concatenated(pre, info, tf)
@@ -270,8 +265,6 @@ def zdnn_gate_arrays(layer) -> dict:
 
 
 def _zdnn_check(layer) -> None:
-    from .. import targets
-
     t = targets.get("zdnn")
     bad = [f for f in layer.features() if not t.supports(f)]
     if layer.cell == "gru" and not layer.linear_before_reset:
@@ -285,8 +278,6 @@ def _zdnn_check(layer) -> None:
 def zdnn_export(layer_or_stack, prefix: str = "zdnn") -> CExport:
     """The zDNN export of ``layer_or_stack``: per layer the four concatenated ztensors (``ztensors``), their
     buffers as uint8 ``arrays`` (byte for byte) and their descriptors as defines."""
-    from ..targets.zdnn import api as z
-
     layers = _layers(layer_or_stack)
     out = CExport("Stickified weight and bias ztensors for IBM zDNN (zdnn_lstm / zdnn_gru).")
     out.define(f"{prefix.upper()}_NUM_LAYERS", len(layers))

@@ -77,14 +77,8 @@ _GRAPHS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # token ->
 _tokens = count()
 
 
-def available() -> bool:
-    """Whether onnxruntime and onnxruntime-extensions import."""
-    try:
-        import onnxruntime  # noqa: F401
-        import onnxruntime_extensions  # noqa: F401
-    except ImportError:
-        return False
-    return True
+available = quark_ops.available
+"""Whether onnxruntime and onnxruntime-extensions import (the Python-op executor needs both)."""
 
 
 def op_type(n_inputs: int, n_outputs: int) -> str:
@@ -123,7 +117,7 @@ def declare_ops() -> None:
 
         ours = {f"{domain}::{name}" for domain, name in QUARK_OPS} | _PACKAGE_OPS
         foreign = sorted({od.op_type for od in getattr(Opdef, "_odlist", {}).values()} - ours)
-        if foreign or (quark_ops._declared and quark_ops._NODES):
+        if foreign or quark_ops.has_sessions():
             who = f"Python ops {foreign}" if foreign else "fusedrnn.quark sessions"
             raise UnsupportedFeatureError(
                 f"executor: onnxruntime-extensions {who} exist already; declaring fusedrnn's ops now could crash "

@@ -20,7 +20,8 @@ import numpy as np
 from ...errors import AttributeValueError, DTypeError, UnsupportedFeatureError
 from ...validation import calibration_sequences
 from .reader import TensorInfo
-from .slots import const
+from .schema import enum_names
+from .slots import INPUT, OUTPUT_STATE, const
 from .writer import OpSpec, SignatureSpec, write_model
 
 
@@ -37,7 +38,7 @@ def to_tflite(layer, *, batch: int, time: int) -> bytes:
         return len(tensors) - 1
 
     k0 = kernels[0]
-    x_t = replace(k0.t[0], shape=(time, batch, k0.n_input), name="x")
+    x_t = replace(k0.t[INPUT], shape=(time, batch, k0.n_input), name="x")
     x = add(x_t)
     axis = add(const("time_axis", np.array([0], np.int32)))
     outs = []
@@ -58,7 +59,7 @@ def to_tflite(layer, *, batch: int, time: int) -> bytes:
             else:
                 slots.append(-1 if s is None else add(replace(s, name=f"{s.name}_{d}")))
         inter = [add(replace(s, name=f"{s.name}_{d}")) for s in t.intermediates]
-        y_t = replace(t[18], shape=(time, batch, k.n_output), is_variable=False, data=None, name=f"y_{d}")
+        y_t = replace(t[OUTPUT_STATE], shape=(time, batch, k.n_output), is_variable=False, data=None, name=f"y_{d}")
         y = add(y_t)
         opts = {"fused_activation_function": k.opts.fused_activation_function, "cell_clip": k.opts.cell_clip,
                 "proj_clip": k.opts.proj_clip, "time_major": True,
@@ -318,7 +319,7 @@ class _Writer:
                 else:
                     slots.append(-1 if s is None else g.add(replace(s, name=f"{prefix}_{s.name}")))
             inter = [-1 if s is None else g.add(replace(s, name=f"{prefix}_{s.name}")) for s in t.intermediates]
-            y = g.act(t[18], f"{prefix}_y", self.seq(kern.n_output))
+            y = g.act(t[OUTPUT_STATE], f"{prefix}_y", self.seq(kern.n_output))
             opts = {"fused_activation_function": _fused(o.fused_activation_function), "cell_clip": o.cell_clip,
                     "proj_clip": o.proj_clip, "time_major": not self.bf,
                     "asymmetric_quantize_inputs": o.asymmetric_quantize_inputs,
@@ -340,7 +341,7 @@ class _Writer:
             raise UnsupportedFeatureError("bidirectional_op: BIDIRECTIONAL_SEQUENCE_LSTM takes no layer norm and no "
                                           "diagonal recurrence; export two UNIDIRECTIONAL_SEQUENCE_LSTM ops")
         ins = [-1] * 48
-        ins[0] = x
+        ins[INPUT] = x
         for j in range(1, 18):
             for base, t, nm in ((0, fw, "fw"), (17, bw, "bw")):
                 if t[j] is not None:
@@ -408,8 +409,6 @@ class _Writer:
 
 def _fused(name: str) -> str:
     """A fused activation the flatbuffer schema can name (its enum has no SIGMOID, which the kernels know)."""
-    from .schema import enum_names
-
     if name not in enum_names("ActivationFunctionType").values():
         raise UnsupportedFeatureError(f"activations: the .tflite schema has no fused activation {name} (the "
                                       f"kernels' SIGMOID cannot be written); use Tanh or Relu")
@@ -472,7 +471,7 @@ def export(layers, path=None, scheme: str = "float", calibration=None, *, batch:
     g = _Graph()
     w = _Writer(g, B, T, bf)
     first = ls[0]
-    x_like = first.prepared.kernels[0].t[0] if first.cell == "lstm" else None
+    x_like = first.prepared.kernels[0].t[INPUT] if first.cell == "lstm" else None
     if x_like is not None and x_like.type_name == "INT8" and quantized_io:
         x = g.act(x_like, "x", w.seq(first.input_size))
     else:

@@ -21,7 +21,7 @@ from ...cells.observers import RangeObserver
 from ...cells.spec import CellSpec, direction_spec, run_spec
 from ...errors import UnsupportedFeatureError
 from ...numerics.affine import choose_qparams, tflite_symmetric_quantize
-from .slots import LstmOptions, LstmTensors, const
+from .slots import CELL_STATE, INPUT, OUTPUT_STATE, PROJECTION_BIAS, PROJECTION_WEIGHTS, LstmOptions, LstmTensors, const
 
 _ACT_TO_FUSED = {"Tanh": "TANH", "Relu": "RELU", "Sigmoid": "SIGMOID"}
 
@@ -101,7 +101,7 @@ def float_tensors(fd: FloatDirection, *, hybrid: bool = False, diagonal: bool = 
     s: list = [None] * 24
     H, I = fd.W[0].shape
     Hp = H if fd.proj_W is None else fd.proj_W.shape[0]
-    s[0] = const("x", None, type_name="FLOAT32", shape=(1, 1, I))
+    s[INPUT] = const("x", None, type_name="FLOAT32", shape=(1, 1, I))
     for g in range(4):
         if g == 0 and fd.cifg:
             continue
@@ -116,11 +116,11 @@ def float_tensors(fd: FloatDirection, *, hybrid: bool = False, diagonal: bool = 
                 continue
             s[k] = _hyb(f"cell_to_{'ifo'[g]}_weights", fd.P[g], hybrid)
     if fd.proj_W is not None:
-        s[16] = _hyb("projection_weights", fd.proj_W, hybrid)
+        s[PROJECTION_WEIGHTS] = _hyb("projection_weights", fd.proj_W, hybrid)
         if fd.proj_b is not None:
-            s[17] = const("projection_bias", fd.proj_b)
-    s[18] = const("output_state", None, type_name="FLOAT32", shape=(1, Hp), is_variable=True)
-    s[19] = const("cell_state", None, type_name="FLOAT32", shape=(1, H), is_variable=True)
+            s[PROJECTION_BIAS] = const("projection_bias", fd.proj_b)
+    s[OUTPUT_STATE] = const("output_state", None, type_name="FLOAT32", shape=(1, Hp), is_variable=True)
+    s[CELL_STATE] = const("cell_state", None, type_name="FLOAT32", shape=(1, H), is_variable=True)
     return LstmTensors(s)
 
 
@@ -168,7 +168,7 @@ def integer_tensors(fd: FloatDirection, st: LstmStats) -> LstmTensors:
     s_x, zp_x = choose_qparams(st.x_min, st.x_max, np.int8)
     s_h, zp_h = choose_qparams(st.h_min, st.h_max, np.int8)
     s_m, zp_m = (s_h, zp_h) if fd.proj_W is None else choose_qparams(st.m_min, st.m_max, np.int8)
-    s[0] = const("x", None, float(s_x), int(zp_x), type_name="INT8", shape=(1, 1, I))
+    s[INPUT] = const("x", None, float(s_x), int(zp_x), type_name="INT8", shape=(1, 1, I))
     inter = []
     for g in range(4):
         if fd.L is not None:  # (the interpreter reads all four scales, also the unused CIFG input gate's)
@@ -196,12 +196,13 @@ def integer_tensors(fd: FloatDirection, st: LstmStats) -> LstmTensors:
                 s[k] = _sym16(f"cell_to_{'ifo'[g]}_weights", fd.P[g])
     if fd.proj_W is not None:
         qp, sp = tflite_symmetric_quantize(fd.proj_W)
-        s[16] = const("projection_weights", qp, float(sp))
+        s[PROJECTION_WEIGHTS] = const("projection_weights", qp, float(sp))
         if fd.proj_b is not None:
-            s[17] = _bias32("projection_bias", fd.proj_b, float(sp) * float(s_m))
-    s[18] = const("output_state", None, float(s_h), int(zp_h), type_name="INT8", shape=(1, Hp), is_variable=True)
-    s[19] = const("cell_state", None, 2.0 ** cell_scale_exponent(st.c_absmax), 0, type_name="INT16", shape=(1, H),
-                  is_variable=True)
+            s[PROJECTION_BIAS] = _bias32("projection_bias", fd.proj_b, float(sp) * float(s_m))
+    s[OUTPUT_STATE] = const("output_state", None, float(s_h), int(zp_h), type_name="INT8", shape=(1, Hp),
+                            is_variable=True)
+    s[CELL_STATE] = const("cell_state", None, 2.0 ** cell_scale_exponent(st.c_absmax), 0, type_name="INT16",
+                          shape=(1, H), is_variable=True)
     return LstmTensors(s, inter)
 
 

@@ -28,7 +28,7 @@ from .layer_map import (
 )
 from .ops import make_lstm_kernel
 from .rnn import RnnKernel, SequenceGRU
-from .slots import const
+from .slots import CELL_STATE, INPUT, OUTPUT_STATE, const
 
 _BASE = ("bidirectional", "peepholes", "projection", "layer_norm", "cifg", "cell_clip")
 FEATURES = {
@@ -130,9 +130,9 @@ def _lstm_prepare(spec: CellSpec, calibration, mode: str) -> LstmPrepared:
 
 
 def _lstm_qparams(t):
-    sx, zx = float(t[0].scale[0]), int(t[0].zero_point[0])
-    sh, zh = float(t[18].scale[0]), int(t[18].zero_point[0])
-    return (sx, zx), (sh, zh), float(t[19].scale[0])
+    sx, zx = float(t[INPUT].scale[0]), int(t[INPUT].zero_point[0])
+    sh, zh = float(t[OUTPUT_STATE].scale[0]), int(t[OUTPUT_STATE].zero_point[0])
+    return (sx, zx), (sh, zh), float(t[CELL_STATE].scale[0])
 
 
 def _quant(v, scale: float, zp: int, dtype) -> np.ndarray:
@@ -175,21 +175,19 @@ def _gru_prepare(spec: CellSpec) -> Prepared:
         Wc = np.concatenate([W[n], R[n]], 1).astype(np.float32)
         bc = const("bc", b[n].astype(np.float32))
         grus.append(SequenceGRU(const("Wg", Wg), const("bg", bg), const("Wc", Wc), bc))
-    return GruPrepared(spec, grus)
+    return SingleStatePrepared(spec, [_GruDirection(g) for g in grus])
 
 
-class RnnPrepared(Prepared):
-    """An RNN on LiteRT's sequence RNN kernel: ``tensors`` holds each direction's TFLite tensors
-    (W, R, bias, fused activation), ``kernels`` one :class:`RnnKernel` per direction."""
+class SingleStatePrepared(Prepared):
+    """An RNN or GRU on LiteRT: ``kernels`` holds one kernel per direction, each with
+    ``run(x [T, B, I] float32, (h0,), reverse) -> (y [T, B, H], (h,))``."""
 
-    def __init__(self, spec: CellSpec, tensors: list[tuple], hybrid: bool):
+    def __init__(self, spec: CellSpec, kernels: list):
         super().__init__(spec)
-        self.tensors = tensors
-        self.kernels = [RnnKernel(W, R, b, activation=act, asymmetric=hybrid) for W, R, b, act in tensors]
+        self.kernels = kernels
 
     def run(self, x, states, lens):
-        T = x.shape[0]
-        _check_lens(lens, T)
+        _check_lens(lens, x.shape[0])
         (h0,) = states
         Y, hs = [], []
         for d, k in enumerate(self.kernels):
@@ -199,25 +197,25 @@ class RnnPrepared(Prepared):
         return np.stack(Y, axis=1).astype(x.dtype), (np.stack(hs).astype(x.dtype),)
 
 
-class GruPrepared(Prepared):
-    """A GRU on TFLite's custom GRU op: ``grus`` holds one :class:`SequenceGRU` per direction."""
+class RnnPrepared(SingleStatePrepared):
+    """An RNN on LiteRT's sequence RNN kernel: ``tensors`` holds each direction's TFLite tensors
+    (W, R, bias, fused activation), ``kernels`` one :class:`RnnKernel` per direction."""
 
-    def __init__(self, spec: CellSpec, grus: list):
-        super().__init__(spec)
-        self.grus = grus
+    def __init__(self, spec: CellSpec, tensors: list[tuple], hybrid: bool):
+        super().__init__(spec, [RnnKernel(W, R, b, activation=act, asymmetric=hybrid) for W, R, b, act in tensors])
+        self.tensors = tensors
 
-    def run(self, x, states, lens):
-        T = x.shape[0]
-        _check_lens(lens, T)
-        (h0,) = states
-        Y, hs = [], []
-        for d, g in enumerate(self.grus):
-            rev = self.spec.reverse[d]
-            xs = np.asarray(x, np.float32)[::-1] if rev else np.asarray(x, np.float32)
-            y, h = g(np.ascontiguousarray(xs), np.asarray(h0[d], np.float32))
-            Y.append(y[::-1] if rev else y)
-            hs.append(h)
-        return np.stack(Y, axis=1).astype(x.dtype), (np.stack(hs).astype(x.dtype),)
+
+class _GruDirection:
+    """TFLite's custom GRU op (:class:`SequenceGRU`, which reads forwards) as a direction kernel."""
+
+    def __init__(self, gru: SequenceGRU):
+        self.gru = gru
+
+    def run(self, x, states, reverse: bool):
+        xs = x[::-1] if reverse else x
+        y, h = self.gru(np.ascontiguousarray(xs), np.asarray(states[0], np.float32))
+        return (y[::-1] if reverse else y), (h,)
 
 
 def _prepare(mode: str):

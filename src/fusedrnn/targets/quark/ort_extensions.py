@@ -76,6 +76,12 @@ def declare_ops() -> None:
     _declared = True
 
 
+def has_sessions() -> bool:
+    """Whether this module's Python ops are declared and a model's nodes were registered for a session (after
+    which declaring more onnxruntime-extensions Python ops can crash that session)."""
+    return _declared and bool(_NODES)
+
+
 def register_model(model, mode: str = "faithful") -> None:
     """Record the exact attributes of the model's ExtendedLSTM nodes for the Python op to use."""
     if mode not in MODES:

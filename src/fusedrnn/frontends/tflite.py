@@ -18,7 +18,17 @@ from ..cells.activations import Activation
 from ..errors import AttributeValueError, ConversionError, UnsupportedFeatureError
 from ..layers import GRU, LSTM, RNN, RecurrentLayer, register_converter
 from ..targets.litert.graph import Model, bidirectional_lstm_tensors, load, lstm_tensors
-from ..targets.litert.slots import GATE_BIASES, INPUT_WEIGHTS, LAYER_NORM, RECURRENT_WEIGHTS, LstmOptions, dequantized
+from ..targets.litert.slots import (
+    GATE_BIASES,
+    INPUT_WEIGHTS,
+    LAYER_NORM,
+    PEEPHOLES,
+    PROJECTION_BIAS,
+    PROJECTION_WEIGHTS,
+    RECURRENT_WEIGHTS,
+    LstmOptions,
+    dequantized,
+)
 
 _FUSED_TO_ACT = {"TANH": "Tanh", "RELU": "Relu", "SIGMOID": "Sigmoid"}
 
@@ -43,12 +53,12 @@ def _direction_arrays(t, opts: LstmOptions) -> dict:
     b = np.concatenate([dequantized(t[k]) if t[k] is not None else z(H, np.float32) for k in GATE_BIASES])
     out = {"W": W, "R": R, "b": b, "P": None, "ln": None, "proj_W": None, "proj_b": None}
     if t.peephole:
-        out["P"] = np.stack([dequantized(t[k]) if t[k] is not None else z(H, np.float32) for k in (9, 10, 11)])
+        out["P"] = np.stack([dequantized(t[k]) if t[k] is not None else z(H, np.float32) for k in PEEPHOLES])
     if t.layer_norm:
         out["ln"] = np.stack([dequantized(t[k]) if t[k] is not None else np.ones(H, np.float32) for k in LAYER_NORM])
     if t.projection:
-        out["proj_W"] = dequantized(t[16])
-        out["proj_b"] = dequantized(t[17])
+        out["proj_W"] = dequantized(t[PROJECTION_WEIGHTS])
+        out["proj_b"] = dequantized(t[PROJECTION_BIAS])
     return out
 
 

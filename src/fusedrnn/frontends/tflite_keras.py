@@ -30,7 +30,7 @@ from ..targets.litert.layer_map import (
     integer_tensors,
 )
 from ..targets.litert.reader import read_model
-from ..targets.litert.slots import const
+from ..targets.litert.slots import OUTPUT_STATE, const
 from ..targets.litert.writer import OpSpec, write_model
 from .keras import from_keras as read_keras
 
@@ -125,7 +125,7 @@ def from_keras(layer, *, mode: str = "float", calibration=None, batch_size: int 
             else:
                 slots.append(-1 if s is None else add(replace(s, name=f"{s.name}_{d}")))
         inter = [add(replace(s, name=f"{s.name}_{d}")) for s in t.intermediates]
-        y_t = replace(t[18], shape=(B, T, Hp), is_variable=False, name=f"lstm_{d}") if int8 else \
+        y_t = replace(t[OUTPUT_STATE], shape=(B, T, Hp), is_variable=False, name=f"lstm_{d}") if int8 else \
             const(f"lstm_{d}", None, type_name="FLOAT32", shape=(B, T, Hp))
         y = add(y_t)
         hybrid = kinds[d] == "hybrid"

@@ -14,7 +14,18 @@ import numpy as np
 from ...cells.activations import Activation
 from ...cells.lstm import lstm_sequence
 from ...errors import UnsupportedFeatureError
-from .slots import GATE_BIASES, INPUT_WEIGHTS, LAYER_NORM, RECURRENT_WEIGHTS, LstmOptions, LstmTensors, dequantized
+from .slots import (
+    GATE_BIASES,
+    INPUT_WEIGHTS,
+    LAYER_NORM,
+    PEEPHOLES,
+    PROJECTION_BIAS,
+    PROJECTION_WEIGHTS,
+    RECURRENT_WEIGHTS,
+    LstmOptions,
+    LstmTensors,
+    dequantized,
+)
 
 _ENGINE_ACT = {"TANH": Activation("Tanh"), "RELU": Activation("Relu"), "NONE": Activation("Affine", 1.0, 0.0),
                "SIGMOID": Activation("Sigmoid")}
@@ -57,13 +68,13 @@ class FloatLstmKernel:
         self.P = None
         if t.peephole:
             self.P = np.stack([dequantized(t[k]) if t[k] is not None else np.zeros(H, np.float32)
-                               for k in (9, 10, 11)])[None]
+                               for k in PEEPHOLES])[None]
         self.ln = None
         if t.layer_norm:
             self.ln = np.stack([dequantized(t[k]) if t[k] is not None else np.ones(H, np.float32)
                                 for k in LAYER_NORM])[None]
-        self.proj_W = None if not t.projection else dequantized(t[16])[None]
-        self.proj_b = None if t[17] is None else dequantized(t[17])[None]
+        self.proj_W = None if not t.projection else dequantized(t[PROJECTION_WEIGHTS])[None]
+        self.proj_b = None if t[PROJECTION_BIAS] is None else dequantized(t[PROJECTION_BIAS])[None]
         self.acts = [(Activation("Sigmoid"), act, act)]
 
     def initial_state(self, B: int) -> tuple[np.ndarray, np.ndarray]:

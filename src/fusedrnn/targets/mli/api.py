@@ -32,6 +32,16 @@ from .fully_connected import (
     krn_fully_connected_sa8_sa8_sa32,
     krn_fully_connected_sa8_sa8_sa32_ext_bias,
 )
+from .helpers import (
+    SubTensorCfg,
+    hlp_convert_tensor,
+    hlp_count_elem_num,
+    hlp_create_subtensor,
+    hlp_tensor_element_size,
+    hlp_tensor_scale,
+    hlp_tensor_scale_shift,
+    hlp_tensor_zero_offset,
+)
 from .luts import Lut
 from .luts_api import krn_sigm_create_lut, krn_sigm_get_lut_size, krn_tanh_create_lut, krn_tanh_get_lut_size
 from .mli1 import (
@@ -67,20 +77,7 @@ from .status import (
     MLI_STATUS_TYPE_MISMATCH,
     Status,
 )
-from .tensors import (
-    SubTensorCfg,
-    Tensor,
-    empty_tensor,
-    fx_tensor,
-    hlp_convert_tensor,
-    hlp_count_elem_num,
-    hlp_create_subtensor,
-    hlp_tensor_element_size,
-    hlp_tensor_scale,
-    hlp_tensor_scale_shift,
-    hlp_tensor_zero_offset,
-    sa_tensor,
-)
+from .tensors import Tensor, empty_tensor, fx_tensor, sa_tensor
 
 __all__ = [
     # build flags, structures and enums (config.__all__), the lookup table

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+
 import numpy as np
 
+from . import _arith as A
 from .config import MLI_MAX_RANK, ElType
 from .status import MliCheckFailed, Status
 from .tensors import EL_DTYPE, Tensor
@@ -19,14 +24,22 @@ def require(cond: bool, status: Status, message: str) -> None:
         fail(status, message)
 
 
-def check_tensor(t, name: str) -> None:
-    """``mli_chk_tensor``: a usable tensor (BAD_TENSOR otherwise)."""
+def check_out(t, name: str = "out") -> None:
+    """A tensor a kernel writes: an mli Tensor (ARGUMENT_ERROR for None, BAD_TENSOR otherwise) whose data container
+    has its element type's dtype (BAD_TENSOR)."""
     B = Status.MLI_STATUS_BAD_TENSOR
     require(isinstance(t, Tensor), Status.MLI_STATUS_ARGUMENT_ERROR if t is None else B,
             f"{name}: expected an mli Tensor, got {type(t).__name__}")
     require(t.data is not None, B, f"{name}: data container is None")
     require(t.data.dtype == EL_DTYPE[t.el_type], B, f"{name}: container dtype {t.data.dtype} does not match "
             f"{t.el_type.name}")
+
+
+def check_tensor(t, name: str) -> None:
+    """``mli_chk_tensor``: a usable tensor (BAD_TENSOR otherwise): :func:`check_out`'s checks, then rank, shape,
+    strides, capacity and quantization parameters."""
+    B = Status.MLI_STATUS_BAD_TENSOR
+    check_out(t, name)
     require(t.rank <= MLI_MAX_RANK and t.rank == len(t.shape) and len(t.mem_stride) == t.rank, B,
             f"{name}: rank {t.rank} with shape {t.shape} and mem_stride {t.mem_stride} (rank <= {MLI_MAX_RANK})")
     require(all(s > 0 for s in t.shape), B, f"{name}: every dimension must be > 0, got shape {t.shape}")
@@ -43,15 +56,6 @@ def check_tensor(t, name: str) -> None:
         else:
             require(t.scale.size == 1 and t.zero_point.size == 1 and t.scale_frac_bits.size == 1, B,
                     f"{name}: per-tensor parameters need exactly one scale, zero point and scale_frac_bits")
-
-
-def check_out(t, name: str = "out") -> None:
-    B = Status.MLI_STATUS_BAD_TENSOR
-    require(isinstance(t, Tensor), Status.MLI_STATUS_ARGUMENT_ERROR if t is None else B,
-            f"{name}: expected an mli Tensor, got {type(t).__name__}")
-    require(t.data is not None, B, f"{name}: data container is None")
-    require(t.data.dtype == EL_DTYPE[t.el_type], B, f"{name}: container dtype {t.data.dtype} does not match "
-            f"{t.el_type.name}")
 
 
 def inner_stride_one(t: Tensor) -> bool:
@@ -91,8 +95,6 @@ def check_bias_frac(inp: Tensor, w: Tensor, b: Tensor) -> None:
 def check_bias_scale(inp: Tensor, w: Tensor, b: Tensor, mode: str) -> None:
     """``mli_chk_bias_scale_asym``: bias scale == in scale · weights scale[k] within ±1 after aligning frac bits
     (the product is shifted right with the build's rounding, or left for a negative shift)."""
-    from . import _arith as A
-
     s_in = int(inp.scale[0])
     n = w.scale.size
     bs = b.scale.astype(np.int64)
@@ -108,17 +110,27 @@ def check_bias_scale(inp: Tensor, w: Tensor, b: Tensor, mode: str) -> None:
                 f"in.scale * weights.scale[{k}] = {exp} within 1")
 
 
-def mli_kernel(fn):
-    """Decorator: a kernel body that raises :class:`MliCheckFailed` returns that status instead; success
-    returns MLI_STATUS_OK."""
-    import functools
+def mli_kernel(body: Callable[..., None], *fixed, name: str | None = None,
+               doc: str | None = None) -> Callable[..., Status]:
+    """An MLI kernel: ``body(*fixed, *args, **kwargs)`` whose :class:`MliCheckFailed` becomes the returned status
+    (MLI_STATUS_OK on success). As a decorator it wraps one kernel body; with ``fixed`` leading arguments (the
+    flavour) it makes one kernel of a family named ``name`` with docstring ``doc``, taking the remaining
+    parameters of ``body`` (also by keyword)."""
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    @functools.wraps(body)
+    def kernel(*args, **kwargs):
         try:
-            fn(*args, **kwargs)
+            body(*fixed, *args, **kwargs)
         except MliCheckFailed as e:
             return e.status
         return Status.MLI_STATUS_OK
 
-    return wrapper
+    if fixed:
+        sig = inspect.signature(body)
+        kernel.__signature__ = sig.replace(parameters=list(sig.parameters.values())[len(fixed):],
+                                           return_annotation=Status)
+    if name is not None:
+        kernel.__name__ = kernel.__qualname__ = name
+    if doc is not None:
+        kernel.__doc__ = doc
+    return kernel

@@ -102,31 +102,15 @@ def _fc(flavor: str, ext_bias: bool, in_, weights, bias, cfg, out) -> None:
     out.write(y, [weights.shape[1]])
 
 
-@mli_kernel
-def krn_fully_connected_fx16(in_, weights, bias, cfg, out):
-    """fx16 in/weights/bias/out, 64-bit accumulator. Returns an mli status."""
-    _fc("fx16", False, in_, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_fully_connected_fx16_fx8_fx8(in_, weights, bias, cfg, out):
-    """fx16 in/out, fx8 weights and bias, int32 accumulator."""
-    _fc("fx16_fx8_fx8", False, in_, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_fully_connected_fx8(in_, weights, bias, cfg, out):
-    """fx8 everything (deprecated in 2.0 but implemented), int32 accumulator."""
-    _fc("fx8", False, in_, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_fully_connected_sa8_sa8_sa32(in_, weights, bias, cfg, out):
-    """sa8 in/out/weights, sa32 bias; per-tensor or per-output-channel weights."""
-    _fc("sa8", False, in_, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_fully_connected_sa8_sa8_sa32_ext_bias(in_, weights, bias, cfg, out):
-    """As ``sa8_sa8_sa32`` but the bias already holds -zp_in·Σ_j W[j, o] (the input zero point is not applied)."""
-    _fc("sa8", True, in_, weights, bias, cfg, out)
+krn_fully_connected_fx16 = mli_kernel(_fc, "fx16", False, name="krn_fully_connected_fx16",
+                                      doc="fx16 in/weights/bias/out, 64-bit accumulator. Returns an mli status.")
+krn_fully_connected_fx16_fx8_fx8 = mli_kernel(_fc, "fx16_fx8_fx8", False, name="krn_fully_connected_fx16_fx8_fx8",
+                                              doc="fx16 in/out, fx8 weights and bias, int32 accumulator.")
+krn_fully_connected_fx8 = mli_kernel(_fc, "fx8", False, name="krn_fully_connected_fx8",
+                                     doc="fx8 everything (deprecated in 2.0 but implemented), int32 accumulator.")
+krn_fully_connected_sa8_sa8_sa32 = mli_kernel(
+    _fc, "sa8", False, name="krn_fully_connected_sa8_sa8_sa32",
+    doc="sa8 in/out/weights, sa32 bias; per-tensor or per-output-channel weights.")
+krn_fully_connected_sa8_sa8_sa32_ext_bias = mli_kernel(
+    _fc, "sa8", True, name="krn_fully_connected_sa8_sa8_sa32_ext_bias",
+    doc="As ``sa8_sa8_sa32`` but the bias already holds -zp_in·Σ_j W[j, o] (the input zero point is not applied).")

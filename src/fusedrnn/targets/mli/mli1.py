@@ -286,26 +286,17 @@ def _rnn1(flavor, in_, prev_out, weights, bias, cfg, out):
     _write_seq(out, Y, h, mode, f_out)
 
 
-def _make(fn, flavor, doc):
-    @mli_kernel
-    def k(*args):
-        fn(flavor, *args)
-
-    k.__doc__ = doc
-    return k
-
-
 _DOC_FC = "MLI 1.x fully connected, weights [M, N]; writes out shape [M] and el_type; returns a status."
 _DOC_LSTM = ("MLI 1.x LSTM cell (in, prev_out, weights [4, M, N+M] gates i, g, f, o, bias [4, M], cfg, cell, out); "
              "returns a status.")
 _DOC_RNN = ("MLI 1.x basic RNN cell (in, prev_out, weights [M, N+M] or stacked [L, M, N+M] in one-to-one mode, "
             "bias, cfg, out); returns a status.")
-krn_fully_connected_fx8 = _make(_fc1, "fx8", _DOC_FC)
-krn_fully_connected_fx16 = _make(_fc1, "fx16", _DOC_FC)
-krn_fully_connected_fx8w16d = _make(_fc1, "fx8w16d", _DOC_FC)
-krn_lstm_cell_fx8 = _make(_lstm1, "fx8", _DOC_LSTM)
-krn_lstm_cell_fx16 = _make(_lstm1, "fx16", _DOC_LSTM)
-krn_lstm_cell_fx8w16d = _make(_lstm1, "fx8w16d", _DOC_LSTM)
-krn_basic_rnn_cell_fx8 = _make(_rnn1, "fx8", _DOC_RNN)
-krn_basic_rnn_cell_fx16 = _make(_rnn1, "fx16", _DOC_RNN)
-krn_basic_rnn_cell_fx8w16d = _make(_rnn1, "fx8w16d", _DOC_RNN)
+krn_fully_connected_fx8 = mli_kernel(_fc1, "fx8", name="krn_fully_connected_fx8", doc=_DOC_FC)
+krn_fully_connected_fx16 = mli_kernel(_fc1, "fx16", name="krn_fully_connected_fx16", doc=_DOC_FC)
+krn_fully_connected_fx8w16d = mli_kernel(_fc1, "fx8w16d", name="krn_fully_connected_fx8w16d", doc=_DOC_FC)
+krn_lstm_cell_fx8 = mli_kernel(_lstm1, "fx8", name="krn_lstm_cell_fx8", doc=_DOC_LSTM)
+krn_lstm_cell_fx16 = mli_kernel(_lstm1, "fx16", name="krn_lstm_cell_fx16", doc=_DOC_LSTM)
+krn_lstm_cell_fx8w16d = mli_kernel(_lstm1, "fx8w16d", name="krn_lstm_cell_fx8w16d", doc=_DOC_LSTM)
+krn_basic_rnn_cell_fx8 = mli_kernel(_rnn1, "fx8", name="krn_basic_rnn_cell_fx8", doc=_DOC_RNN)
+krn_basic_rnn_cell_fx16 = mli_kernel(_rnn1, "fx16", name="krn_basic_rnn_cell_fx16", doc=_DOC_RNN)
+krn_basic_rnn_cell_fx8w16d = mli_kernel(_rnn1, "fx8w16d", name="krn_basic_rnn_cell_fx8w16d", doc=_DOC_RNN)

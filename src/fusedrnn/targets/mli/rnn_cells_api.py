@@ -136,7 +136,7 @@ def _lstm(flavor, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_l
     _write_out(out, Y, h, results, in_.el_type)
 
 
-def _gru(flavor, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, faithful=True):
+def _gru(flavor, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, *, faithful=True):
     bld = current_build()
     direction, results, act = _check_cell(flavor, 3, in_, prev_out, weights_in, weights_out, bias, tanh_lut,
                                           sigm_lut, cfg, None, out, bld.mode)
@@ -156,38 +156,9 @@ _DOC_GRU = """GRU cell, gates (z, r, n), reset before the recurrent matmul: weig
     scale (see :func:`fusedrnn.targets.mli.cells.gru_tweak_faithful`); the default reproduces MLI."""
 
 
-@mli_kernel
-def krn_lstm_cell_fx16(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
-    _lstm("fx16", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out)
-
-
-@mli_kernel
-def krn_lstm_cell_fx16_fx8_fx8(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
-    _lstm("fx16_fx8_fx8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out)
-
-
-@mli_kernel
-def krn_lstm_cell_sa8_sa8_sa32(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
-    _lstm("sa8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out)
-
-
-@mli_kernel
-def krn_gru_cell_fx16(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out):
-    _gru("fx16", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out)
-
-
-@mli_kernel
-def krn_gru_cell_fx16_fx8_fx8(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out):
-    _gru("fx16_fx8_fx8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out)
-
-
-@mli_kernel
-def krn_gru_cell_sa8_sa8_sa32(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, *,
-                              faithful: bool = True):
-    _gru("sa8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, faithful)
-
-
-for _f in (krn_lstm_cell_fx16, krn_lstm_cell_fx16_fx8_fx8, krn_lstm_cell_sa8_sa8_sa32):
-    _f.__doc__ = _DOC_LSTM
-for _f in (krn_gru_cell_fx16, krn_gru_cell_fx16_fx8_fx8, krn_gru_cell_sa8_sa8_sa32):
-    _f.__doc__ = _DOC_GRU
+krn_lstm_cell_fx16 = mli_kernel(_lstm, "fx16", name="krn_lstm_cell_fx16", doc=_DOC_LSTM)
+krn_lstm_cell_fx16_fx8_fx8 = mli_kernel(_lstm, "fx16_fx8_fx8", name="krn_lstm_cell_fx16_fx8_fx8", doc=_DOC_LSTM)
+krn_lstm_cell_sa8_sa8_sa32 = mli_kernel(_lstm, "sa8", name="krn_lstm_cell_sa8_sa8_sa32", doc=_DOC_LSTM)
+krn_gru_cell_fx16 = mli_kernel(_gru, "fx16", name="krn_gru_cell_fx16", doc=_DOC_GRU)
+krn_gru_cell_fx16_fx8_fx8 = mli_kernel(_gru, "fx16_fx8_fx8", name="krn_gru_cell_fx16_fx8_fx8", doc=_DOC_GRU)
+krn_gru_cell_sa8_sa8_sa32 = mli_kernel(_gru, "sa8", name="krn_gru_cell_sa8_sa8_sa32", doc=_DOC_GRU)

@@ -88,19 +88,9 @@ def _run(flavor, inputs, weights, bias, cfg, out) -> None:
     out.write(y, [bias.shape[0]])
 
 
-@mli_kernel
-def krn_rnn_dense_fx16(inputs, weights, bias, cfg, out):
-    """fx16 everything, 64-bit accumulator; returns an mli status."""
-    _run("fx16", inputs, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_rnn_dense_fx16_fx8_fx8(inputs, weights, bias, cfg, out):
-    """fx16 inputs/out, fx8 weights and bias, int32 accumulator."""
-    _run("fx16_fx8_fx8", inputs, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_rnn_dense_sa8_sa8_sa32(inputs, weights, bias, cfg, out):
-    """sa8 inputs/weights/out, sa32 bias; per-tensor quantization only."""
-    _run("sa8", inputs, weights, bias, cfg, out)
+krn_rnn_dense_fx16 = mli_kernel(_run, "fx16", name="krn_rnn_dense_fx16",
+                                doc="fx16 everything, 64-bit accumulator; returns an mli status.")
+krn_rnn_dense_fx16_fx8_fx8 = mli_kernel(_run, "fx16_fx8_fx8", name="krn_rnn_dense_fx16_fx8_fx8",
+                                        doc="fx16 inputs/out, fx8 weights and bias, int32 accumulator.")
+krn_rnn_dense_sa8_sa8_sa32 = mli_kernel(_run, "sa8", name="krn_rnn_dense_sa8_sa8_sa32",
+                                        doc="sa8 inputs/weights/out, sa32 bias; per-tensor quantization only.")

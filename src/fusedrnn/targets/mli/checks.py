@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -134,3 +134,14 @@ def mli_kernel(body: Callable[..., None], *fixed, name: str | None = None,
     if doc is not None:
         kernel.__doc__ = doc
     return kernel
+
+
+def define_kernels(namespace: dict, body: Callable[..., None], prefix: str, flavours: Mapping[str, tuple],
+                   doc: str) -> list[str]:
+    """A family of kernels sharing one body and docstring: ``prefix + suffix`` = :func:`mli_kernel` ``(body,
+    *fixed)`` for each ``suffix: fixed`` of ``flavours``, defined in ``namespace`` (the module's ``globals()``);
+    returns their names."""
+    names = [prefix + suffix for suffix in flavours]
+    for name, fixed in zip(names, flavours.values(), strict=True):
+        namespace[name] = mli_kernel(body, *fixed, name=name, doc=doc)
+    return names

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _arith as A
 from . import _compiled as C
-from .checks import check_out, check_tensor, check_types, fail, mli_kernel, require
+from .checks import check_out, check_tensor, check_types, define_kernels, fail, require
 from .config import ElType, RnnAct, RnnCellCfgDepr, RnnMode
 from .luts import act_fx8, act_fx16, make_lut
 from .status import Status
@@ -237,12 +237,10 @@ def _ir_capacity(cfg, need_elems, elem_size):
 
 
 def _write_seq(out, Y, h, mode, frac):
-    T, _, M = Y.shape
+    """out = every step's state [T, M] (RNN_BATCH_TO_BATCH) or the last one [M], with frac bits ``frac``."""
     out.frac_bits = frac
-    if mode == RnnMode.RNN_BATCH_TO_BATCH:
-        out.write(Y[:, 0], [T, M])
-    else:
-        out.write(h[0], [M])
+    y = Y[:, 0] if mode == RnnMode.RNN_BATCH_TO_BATCH else h[0]
+    out.write(y, y.shape)
 
 
 def _lstm1(flavor, in_, prev_out, weights, bias, cfg, cell, out):
@@ -291,12 +289,9 @@ _DOC_LSTM = ("MLI 1.x LSTM cell (in, prev_out, weights [4, M, N+M] gates i, g, f
              "returns a status.")
 _DOC_RNN = ("MLI 1.x basic RNN cell (in, prev_out, weights [M, N+M] or stacked [L, M, N+M] in one-to-one mode, "
             "bias, cfg, out); returns a status.")
-krn_fully_connected_fx8 = mli_kernel(_fc1, "fx8", name="krn_fully_connected_fx8", doc=_DOC_FC)
-krn_fully_connected_fx16 = mli_kernel(_fc1, "fx16", name="krn_fully_connected_fx16", doc=_DOC_FC)
-krn_fully_connected_fx8w16d = mli_kernel(_fc1, "fx8w16d", name="krn_fully_connected_fx8w16d", doc=_DOC_FC)
-krn_lstm_cell_fx8 = mli_kernel(_lstm1, "fx8", name="krn_lstm_cell_fx8", doc=_DOC_LSTM)
-krn_lstm_cell_fx16 = mli_kernel(_lstm1, "fx16", name="krn_lstm_cell_fx16", doc=_DOC_LSTM)
-krn_lstm_cell_fx8w16d = mli_kernel(_lstm1, "fx8w16d", name="krn_lstm_cell_fx8w16d", doc=_DOC_LSTM)
-krn_basic_rnn_cell_fx8 = mli_kernel(_rnn1, "fx8", name="krn_basic_rnn_cell_fx8", doc=_DOC_RNN)
-krn_basic_rnn_cell_fx16 = mli_kernel(_rnn1, "fx16", name="krn_basic_rnn_cell_fx16", doc=_DOC_RNN)
-krn_basic_rnn_cell_fx8w16d = mli_kernel(_rnn1, "fx8w16d", name="krn_basic_rnn_cell_fx8w16d", doc=_DOC_RNN)
+_EACH_FLAVOR = {flavor: (flavor,) for flavor in FLAVORS}
+KERNELS = (define_kernels(globals(), _fc1, "krn_fully_connected_", _EACH_FLAVOR, _DOC_FC)
+           + define_kernels(globals(), _lstm1, "krn_lstm_cell_", _EACH_FLAVOR, _DOC_LSTM)
+           + define_kernels(globals(), _rnn1, "krn_basic_rnn_cell_", _EACH_FLAVOR, _DOC_RNN))
+"""The names of the MLI 1.x kernels this module defines:
+``krn_{fully_connected,lstm_cell,basic_rnn_cell}_{fx16,fx8,fx8w16d}``."""

@@ -13,9 +13,9 @@ from .checks import (
     check_tensor,
     check_types,
     check_zero_points,
+    define_kernels,
     fail,
     inner_stride_one,
-    mli_kernel,
     require,
 )
 from .config import RnnAct, RnnCellCfg, RnnDirection, RnnResults, current_build
@@ -113,12 +113,10 @@ def _quant(flavor, in_, prev_out, weights_in, weights_out, bias, out, cell) -> C
 
 
 def _write_out(out, Y, h, results, el_type):
-    T, _, M = Y.shape
+    """out = every step's state [T, M] (RNN_OUT_ALL) or the last one [1, M], of element type ``el_type``."""
     out.el_type = el_type
-    if results == RnnResults.RNN_OUT_ALL:
-        out.write(Y[:, 0], [T, M])
-    else:
-        out.write(h, [1, M])
+    y = Y[:, 0] if results == RnnResults.RNN_OUT_ALL else h
+    out.write(y, y.shape)
 
 
 def _lstm(flavor, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
@@ -156,9 +154,7 @@ _DOC_GRU = """GRU cell, gates (z, r, n), reset before the recurrent matmul: weig
     scale (see :func:`fusedrnn.targets.mli.cells.gru_tweak_faithful`); the default reproduces MLI."""
 
 
-krn_lstm_cell_fx16 = mli_kernel(_lstm, "fx16", name="krn_lstm_cell_fx16", doc=_DOC_LSTM)
-krn_lstm_cell_fx16_fx8_fx8 = mli_kernel(_lstm, "fx16_fx8_fx8", name="krn_lstm_cell_fx16_fx8_fx8", doc=_DOC_LSTM)
-krn_lstm_cell_sa8_sa8_sa32 = mli_kernel(_lstm, "sa8", name="krn_lstm_cell_sa8_sa8_sa32", doc=_DOC_LSTM)
-krn_gru_cell_fx16 = mli_kernel(_gru, "fx16", name="krn_gru_cell_fx16", doc=_DOC_GRU)
-krn_gru_cell_fx16_fx8_fx8 = mli_kernel(_gru, "fx16_fx8_fx8", name="krn_gru_cell_fx16_fx8_fx8", doc=_DOC_GRU)
-krn_gru_cell_sa8_sa8_sa32 = mli_kernel(_gru, "sa8", name="krn_gru_cell_sa8_sa8_sa32", doc=_DOC_GRU)
+_FLAVORS = {"fx16": ("fx16",), "fx16_fx8_fx8": ("fx16_fx8_fx8",), "sa8_sa8_sa32": ("sa8",)}
+KERNELS = (define_kernels(globals(), _lstm, "krn_lstm_cell_", _FLAVORS, _DOC_LSTM)
+           + define_kernels(globals(), _gru, "krn_gru_cell_", _FLAVORS, _DOC_GRU))
+"""The names of the kernels this module defines: ``krn_{lstm,gru}_cell_{fx16,fx16_fx8_fx8,sa8_sa8_sa32}``."""

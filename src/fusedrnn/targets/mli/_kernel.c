@@ -7,8 +7,8 @@
  * step the recurrent dot products (exact integer arithmetic), their requantization, the saturating sum with the
  * input partial, and the element-wise cell update. Integer helpers mirror _arith.py (mli_math.h semantics).
  * Where every partial sum provably fits int32 (sa8, fx16_fx8_fx8 without wrapping), the recurrent product is
- * an int16 multiply-add GEMM on pair-packed weights (gemm32: AVX-512 and AVX2 panels of one macro, or C), and requantizations whose
- * parameters rule out saturation use rq_fast (same results, vectorisable).
+ * an int16 multiply-add GEMM on pair-packed weights (gemm32: AVX-512 and AVX2 panels of one macro, or plain C),
+ * and requantizations whose parameters rule out saturation use rq_fast (same results, vectorisable).
  */
 #include <stdint.h>
 #include <string.h>

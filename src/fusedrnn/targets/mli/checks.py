@@ -1,27 +1,15 @@
 """Parameter checks of the MLI kernels (``lib/src/private/src/mli_check.cc``): each failed condition raises
-:class:`MliCheckFailed` with the status MLI returns, and the kernel wrapper turns it into that return value."""
+:class:`.status.MliCheckFailed` with the status MLI returns (:func:`.status.require`), and the kernel wrapper
+(:func:`.status.mli_kernel`) turns it into that return value."""
 
 from __future__ import annotations
-
-import functools
-import inspect
-from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from . import _arith as A
 from .config import MLI_MAX_RANK, ElType
-from .status import MliCheckFailed, Status
+from .status import Status, require
 from .tensors import EL_DTYPE, Tensor
-
-
-def fail(status: Status, message: str):
-    raise MliCheckFailed(status, message)
-
-
-def require(cond: bool, status: Status, message: str) -> None:
-    if not cond:
-        fail(status, message)
 
 
 def check_out(t, name: str = "out") -> None:
@@ -92,6 +80,14 @@ def check_bias_frac(inp: Tensor, w: Tensor, b: Tensor) -> None:
             f"bias: frac_bits {b.frac_bits} exceeds in + weights frac bits {inp.frac_bits + w.frac_bits}")
 
 
+def check_bias(flavor: str, inp: Tensor, w: Tensor, b: Tensor, mode: str) -> None:
+    """The bias against input and weights: :func:`check_bias_scale` for sa8, :func:`check_bias_frac` for fx."""
+    if flavor == "sa8":
+        check_bias_scale(inp, w, b, mode)
+    else:
+        check_bias_frac(inp, w, b)
+
+
 def check_bias_scale(inp: Tensor, w: Tensor, b: Tensor, mode: str) -> None:
     """``mli_chk_bias_scale_asym``: bias scale == in scale · weights scale[k] within ±1 after aligning frac bits
     (the product is shifted right with the build's rounding, or left for a negative shift)."""
@@ -108,40 +104,3 @@ def check_bias_scale(inp: Tensor, w: Tensor, b: Tensor, mode: str) -> None:
         require(abs(exp - int(bs[min(k, bs.size - 1)])) <= 1, Status.MLI_STATUS_INCOMPATEBLE_TENSORS,
                 f"bias: scale[{k}] {int(bs[min(k, bs.size - 1)])} (sfb {int(bf[min(k, bf.size - 1)])}) must be "
                 f"in.scale * weights.scale[{k}] = {exp} within 1")
-
-
-def mli_kernel(body: Callable[..., None], *fixed, name: str | None = None,
-               doc: str | None = None) -> Callable[..., Status]:
-    """An MLI kernel: ``body(*fixed, *args, **kwargs)`` whose :class:`MliCheckFailed` becomes the returned status
-    (MLI_STATUS_OK on success). As a decorator it wraps one kernel body; with ``fixed`` leading arguments (the
-    flavour) it makes one kernel of a family named ``name`` with docstring ``doc``, taking the remaining
-    parameters of ``body`` (also by keyword)."""
-
-    @functools.wraps(body)
-    def kernel(*args, **kwargs):
-        try:
-            body(*fixed, *args, **kwargs)
-        except MliCheckFailed as e:
-            return e.status
-        return Status.MLI_STATUS_OK
-
-    if fixed:
-        sig = inspect.signature(body)
-        kernel.__signature__ = sig.replace(parameters=list(sig.parameters.values())[len(fixed):],
-                                           return_annotation=Status)
-    if name is not None:
-        kernel.__name__ = kernel.__qualname__ = name
-    if doc is not None:
-        kernel.__doc__ = doc
-    return kernel
-
-
-def define_kernels(namespace: dict, body: Callable[..., None], prefix: str, flavours: Mapping[str, tuple],
-                   doc: str) -> list[str]:
-    """A family of kernels sharing one body and docstring: ``prefix + suffix`` = :func:`mli_kernel` ``(body,
-    *fixed)`` for each ``suffix: fixed`` of ``flavours``, defined in ``namespace`` (the module's ``globals()``);
-    returns their names."""
-    names = [prefix + suffix for suffix in flavours]
-    for name, fixed in zip(names, flavours.values(), strict=True):
-        namespace[name] = mli_kernel(body, *fixed, name=name, doc=doc)
-    return names

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import eltwise as E
-from .checks import check_out, check_tensor, check_types, inner_stride_one, mli_kernel, require
+from .checks import check_out, check_tensor, check_types, inner_stride_one
 from .config import ElType, current_build
 from .luts import SA8_OUT, Lut, act_fx16, act_sa8
-from .status import Status
+from .status import Status, mli_kernel, require
 
 S = Status
 

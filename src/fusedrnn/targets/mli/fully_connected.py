@@ -7,20 +7,9 @@ import numpy as np
 
 from . import _arith as A
 from . import dense as D
-from .checks import (
-    check_bias_frac,
-    check_bias_scale,
-    check_out,
-    check_tensor,
-    check_types,
-    check_zero_points,
-    contiguous,
-    inner_stride_one,
-    mli_kernel,
-    require,
-)
+from .checks import check_bias, check_out, check_tensor, check_types, check_zero_points, contiguous, inner_stride_one
 from .config import ElType, FullyConnectedCfg, ReluType, current_build
-from .status import Status
+from .status import Status, mli_kernel, require
 from .tensors import Tensor
 
 FX8, FX16, SA8, SA32 = ElType.MLI_EL_FX_8, ElType.MLI_EL_FX_16, ElType.MLI_EL_SA_8, ElType.MLI_EL_SA_32
@@ -35,7 +24,7 @@ def _check(flavor: str, in_: Tensor, weights: Tensor, bias: Tensor, cfg, out: Te
         for t, name in ((in_, "in"), (weights, "weights"), (bias, "bias")):
             check_tensor(t, name)
         check_types(zip((in_, weights, bias), TYPES[flavor], ("in", "weights", "bias"), strict=True))
-        check_bias_frac(in_, weights, bias)
+        check_bias(flavor, in_, weights, bias, mode)
     check_out(out)
     for t, name in ((in_, "in"), (weights, "weights"), (bias, "bias")):
         check_tensor(t, name)
@@ -67,7 +56,7 @@ def _check(flavor: str, in_: Tensor, weights: Tensor, bias: Tensor, cfg, out: Te
         require(in_.dim < 0 and out.dim < 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
                 "in/out: per-tensor quantization expected")
         require(out.el_type == SA8, S.MLI_STATUS_TYPE_MISMATCH, f"out: expected MLI_EL_SA_8, got {out.el_type.name}")
-        check_bias_scale(in_, weights, bias, mode)
+        check_bias(flavor, in_, weights, bias, mode)
     else:
         require(out.el_type == TYPES[flavor][0], S.MLI_STATUS_TYPE_MISMATCH,
                 f"out: expected {TYPES[flavor][0].name}, got {out.el_type.name}")

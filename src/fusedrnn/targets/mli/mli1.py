@@ -23,10 +23,10 @@ import numpy as np
 
 from . import _arith as A
 from . import _compiled as C
-from .checks import check_out, check_tensor, check_types, define_kernels, fail, require
+from .checks import check_out, check_tensor, check_types
 from .config import ElType, RnnAct, RnnCellCfgDepr, RnnMode
 from .luts import act_fx8, act_fx16, make_lut
-from .status import Status
+from .status import Status, define_kernels, fail, require
 
 S = Status
 FX8, FX16 = ElType.MLI_EL_FX_8, ElType.MLI_EL_FX_16

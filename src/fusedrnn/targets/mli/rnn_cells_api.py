@@ -6,22 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from .cells import CellQuant, gru_sequence, lstm_sequence
-from .checks import (
-    check_bias_frac,
-    check_bias_scale,
-    check_out,
-    check_tensor,
-    check_types,
-    check_zero_points,
-    define_kernels,
-    fail,
-    inner_stride_one,
-    require,
-)
+from .checks import check_bias, check_out, check_tensor, check_types, check_zero_points, inner_stride_one
 from .config import RnnAct, RnnCellCfg, RnnDirection, RnnResults, current_build
 from .fully_connected import TYPES
 from .luts import TABLES, Lut
-from .status import Status
+from .status import Status, define_kernels, fail, require
 
 S = Status
 _ACT = {RnnAct.RNN_ACT_NONE: "none", RnnAct.RNN_ACT_TANH: "tanh", RnnAct.RNN_ACT_SIGM: "sigm"}
@@ -96,9 +85,7 @@ def _check_cell(flavor, G, in_, prev_out, weights_in, weights_out, bias, tanh_lu
                 f"got dims {weights_in.dim}, {weights_out.dim}, {bias.dim}")
         for t, name in ((weights_in, "weights_in"), (weights_out, "weights_out"), (bias, "bias")):
             check_zero_points(t, name, zero=True)
-        check_bias_scale(in_, weights_in, bias, mode)
-    else:
-        check_bias_frac(in_, weights_in, bias)
+    check_bias(flavor, in_, weights_in, bias, mode)
     return direction, results, act
 
 

@@ -5,21 +5,10 @@ from __future__ import annotations
 
 from . import _arith as A
 from . import dense as D
-from .checks import (
-    check_bias_frac,
-    check_bias_scale,
-    check_out,
-    check_tensor,
-    check_types,
-    check_zero_points,
-    contiguous,
-    inner_stride_one,
-    mli_kernel,
-    require,
-)
+from .checks import check_bias, check_out, check_tensor, check_types, check_zero_points, contiguous, inner_stride_one
 from .config import MLI_RNN_MAX_INPUT, RnnDenseCfg, current_build
 from .fully_connected import TYPES, WMAX
-from .status import Status
+from .status import Status, mli_kernel, require
 
 
 def _check(flavor, inputs, weights, bias, cfg, out, mode) -> int:
@@ -61,9 +50,8 @@ def _check(flavor, inputs, weights, bias, cfg, out, mode) -> int:
         check_zero_points(bias, "bias", zero=True)
         require(out.dim < 0 and bias.dim < 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
                 "out/bias: per-tensor quantization expected")
-        check_bias_scale(inputs[0], weights[0], bias, mode)
-    else:
-        check_bias_frac(inputs[0], weights[0], bias)
+    check_bias(flavor, inputs[0], weights[0], bias, mode)
+    if flavor != "sa8":
         for i in range(n):
             require(out.frac_bits <= inputs[i].frac_bits + weights[i].frac_bits, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
                     f"out: frac_bits {out.frac_bits} exceeds inputs[{i}] + weights[{i}] frac bits")

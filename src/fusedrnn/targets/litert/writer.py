@@ -190,26 +190,21 @@ def single_op_model(op_name: str, inputs: list[TensorInfo | None], outputs: list
                     intermediates: list[TensorInfo | None] = (), version: int = 1, custom: bool = False) -> bytes:
     """A model made of one op: graph inputs are the op inputs that have neither data nor the variable flag."""
     tensors: list[TensorInfo] = []
-    idx_in, graph_inputs = [], []
-    for t in inputs:
-        if t is None:
-            idx_in.append(-1)
-            continue
-        tensors.append(t)
-        idx_in.append(len(tensors) - 1)
-        if t.data is None and not t.is_variable:
-            graph_inputs.append(len(tensors) - 1)
-    idx_out = []
-    for t in outputs:
-        tensors.append(t)
-        idx_out.append(len(tensors) - 1)
-    idx_mid = []
-    for t in intermediates:
-        if t is None:
-            idx_mid.append(-1)
-            continue
-        tensors.append(t)
-        idx_mid.append(len(tensors) - 1)
+
+    def add(ts) -> list[int]:
+        """Append the tensors; their indices (-1 for an omitted optional one)."""
+        idx = []
+        for t in ts:
+            if t is not None:
+                tensors.append(t)
+            idx.append(-1 if t is None else len(tensors) - 1)
+        return idx
+
+    idx_in = add(inputs)
+    graph_inputs = [i for i, t in zip(idx_in, inputs, strict=True)
+                    if t is not None and t.data is None and not t.is_variable]
+    idx_out = add(outputs)
+    idx_mid = add(intermediates)
     op = OpSpec(op_name, idx_in, idx_out, options, idx_mid, version, custom)
     return write_model(tensors, [op], graph_inputs, idx_out)
 

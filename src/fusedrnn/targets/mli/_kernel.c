@@ -7,8 +7,8 @@
  * step the recurrent dot products (exact integer arithmetic), their requantization, the saturating sum with the
  * input partial, and the element-wise cell update. Integer helpers mirror _arith.py (mli_math.h semantics).
  * Where every partial sum provably fits int32 (sa8, fx16_fx8_fx8 without wrapping), the recurrent product is
- * an int16 multiply-add GEMM on pair-packed weights (gemm32, AVX2 or plain C), and requantizations whose
- * parameters rule out saturation use rq_fast (same results, vectorisable).
+ * an int16 multiply-add GEMM on pair-packed weights (gemm32: AVX-512 and AVX2 panels of one macro, or plain C),
+ * and requantizations whose parameters rule out saturation use rq_fast (same results, vectorisable).
  */
 #include <stdint.h>
 #include <string.h>
@@ -287,163 +287,112 @@ AI int partials_impl(const part_args *a, const int flavor, const int mode) {
 }
 
 /* acc32[b, n] = sum_k hk[b, k] * W[k, n] for an int32-exact product (|pair sums| < 2^31): W stored as pairs
- * W2[k / 2, n, 2] (K and the columns zero-padded to Kp even and np % 16 == 0), so that one multiply-add of 16
- * int16 lanes adds two k terms to 8 columns. */
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-#if defined(__AVX512VNNI__)
-#define DPW(c, x, w) _mm512_dpwssd_epi32(c, x, w) /* c + pair sums, wrapping like madd + add */
-#else
-#define DPW(c, x, w) _mm512_add_epi32(c, _mm512_madd_epi16(x, w))
-#endif
-/* columns [0, n32) of gemm32 (n32 a multiple of 32) with 512-bit vectors: 4 rows x 32 columns per tile */
-static void gemm32_512(const int16_t *restrict hk, const int16_t *restrict W2, int B, int Kp, int np, int n32,
-                       int32_t *restrict acc) {
-    const int KP = Kp / 2;
-    for (int n0 = 0; n0 < n32; n0 += 32) {
-        int b = 0;
-        for (; b + 4 <= B; b += 4) {
-            __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
-                    c31 = c00;
-            const int16_t *h0 = hk + (int64_t)b * Kp, *h1 = h0 + Kp, *h2 = h1 + Kp, *h3 = h2 + Kp;
-            for (int kp = 0; kp < KP; kp++) {
-                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
-                const __m512i w0 = _mm512_loadu_si512((const void *)wp);
-                const __m512i w1 = _mm512_loadu_si512((const void *)(wp + 32));
-                int32_t p0, p1, p2, p3;
-                memcpy(&p0, h0 + 2 * kp, 4);
-                memcpy(&p1, h1 + 2 * kp, 4);
-                memcpy(&p2, h2 + 2 * kp, 4);
-                memcpy(&p3, h3 + 2 * kp, 4);
-                __m512i x = _mm512_set1_epi32(p0);
-                c00 = DPW(c00, x, w0);
-                c01 = DPW(c01, x, w1);
-                x = _mm512_set1_epi32(p1);
-                c10 = DPW(c10, x, w0);
-                c11 = DPW(c11, x, w1);
-                x = _mm512_set1_epi32(p2);
-                c20 = DPW(c20, x, w0);
-                c21 = DPW(c21, x, w1);
-                x = _mm512_set1_epi32(p3);
-                c30 = DPW(c30, x, w0);
-                c31 = DPW(c31, x, w1);
-            }
-            int32_t *o = acc + (int64_t)b * np + n0;
-            _mm512_storeu_si512((void *)o, c00);
-            _mm512_storeu_si512((void *)(o + 16), c01);
-            _mm512_storeu_si512((void *)(o + np), c10);
-            _mm512_storeu_si512((void *)(o + np + 16), c11);
-            _mm512_storeu_si512((void *)(o + 2 * np), c20);
-            _mm512_storeu_si512((void *)(o + 2 * np + 16), c21);
-            _mm512_storeu_si512((void *)(o + 3 * np), c30);
-            _mm512_storeu_si512((void *)(o + 3 * np + 16), c31);
-        }
-        for (; b < B; b++) {
-            __m512i c0 = _mm512_setzero_si512(), c1 = c0, d0 = c0, d1 = c0;
-            const int16_t *h = hk + (int64_t)b * Kp;
-            int kp = 0;
-            for (; kp + 2 <= KP; kp += 2) { /* two independent chains */
-                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
-                int32_t p0, p1;
-                memcpy(&p0, h + 2 * kp, 4);
-                memcpy(&p1, h + 2 * kp + 2, 4);
-                const __m512i x0 = _mm512_set1_epi32(p0), x1 = _mm512_set1_epi32(p1);
-                c0 = DPW(c0, x0, _mm512_loadu_si512((const void *)wp));
-                c1 = DPW(c1, x0, _mm512_loadu_si512((const void *)(wp + 32)));
-                d0 = DPW(d0, x1, _mm512_loadu_si512((const void *)(wp + 2 * np)));
-                d1 = DPW(d1, x1, _mm512_loadu_si512((const void *)(wp + 2 * np + 32)));
-            }
-            for (; kp < KP; kp++) {
-                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
-                int32_t p0;
-                memcpy(&p0, h + 2 * kp, 4);
-                const __m512i x0 = _mm512_set1_epi32(p0);
-                c0 = DPW(c0, x0, _mm512_loadu_si512((const void *)wp));
-                c1 = DPW(c1, x0, _mm512_loadu_si512((const void *)(wp + 32)));
-            }
-            int32_t *o = acc + (int64_t)b * np + n0;
-            _mm512_storeu_si512((void *)o, _mm512_add_epi32(c0, d0));
-            _mm512_storeu_si512((void *)(o + 16), _mm512_add_epi32(c1, d1));
-        }
+ * W2[k / 2, n, 2] (K and the columns zero-padded to Kp even and np % 16 == 0), so that one multiply-add of int16
+ * lanes adds two k terms to each column. */
+#if defined(__AVX2__)
+/* gemm32 over columns [n_from, n_to) (a multiple of 2L) with vectors V of L int32 lanes: panels of 2L columns,
+ * 4 rows x 2 vectors per tile, then each remaining row with two independent chains. ZERO, LOAD, STORE, SET1 and
+ * ADD are V's intrinsics; DPW(c, x, w) adds the int16 pair products of x and w to c (wrapping, as madd + add). */
+#define GEMM32_PANELS(NAME, V, L, ZERO, LOAD, STORE, SET1, ADD, DPW)                                              \
+    static void NAME(const int16_t *restrict hk, const int16_t *restrict W2, int B, int Kp, int np, int n_from,  \
+                     int n_to, int32_t *restrict acc) {                                                          \
+        const int KP = Kp / 2;                                                                                   \
+        for (int n0 = n_from; n0 < n_to; n0 += 2 * (L)) {                                                        \
+            int b = 0;                                                                                           \
+            for (; b + 4 <= B; b += 4) {                                                                         \
+                V c00 = ZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;     \
+                const int16_t *h0 = hk + (int64_t)b * Kp, *h1 = h0 + Kp, *h2 = h1 + Kp, *h3 = h2 + Kp;           \
+                for (int kp = 0; kp < KP; kp++) {                                                                \
+                    const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;                                        \
+                    const V w0 = LOAD(wp);                                                                       \
+                    const V w1 = LOAD(wp + 2 * (L));                                                             \
+                    int32_t p0, p1, p2, p3;                                                                      \
+                    memcpy(&p0, h0 + 2 * kp, 4);                                                                 \
+                    memcpy(&p1, h1 + 2 * kp, 4);                                                                 \
+                    memcpy(&p2, h2 + 2 * kp, 4);                                                                 \
+                    memcpy(&p3, h3 + 2 * kp, 4);                                                                 \
+                    V x = SET1(p0);                                                                              \
+                    c00 = DPW(c00, x, w0);                                                                       \
+                    c01 = DPW(c01, x, w1);                                                                       \
+                    x = SET1(p1);                                                                                \
+                    c10 = DPW(c10, x, w0);                                                                       \
+                    c11 = DPW(c11, x, w1);                                                                       \
+                    x = SET1(p2);                                                                                \
+                    c20 = DPW(c20, x, w0);                                                                       \
+                    c21 = DPW(c21, x, w1);                                                                       \
+                    x = SET1(p3);                                                                                \
+                    c30 = DPW(c30, x, w0);                                                                       \
+                    c31 = DPW(c31, x, w1);                                                                       \
+                }                                                                                                \
+                int32_t *o = acc + (int64_t)b * np + n0;                                                         \
+                STORE(o, c00);                                                                                   \
+                STORE(o + (L), c01);                                                                             \
+                STORE(o + np, c10);                                                                              \
+                STORE(o + np + (L), c11);                                                                        \
+                STORE(o + 2 * np, c20);                                                                          \
+                STORE(o + 2 * np + (L), c21);                                                                    \
+                STORE(o + 3 * np, c30);                                                                          \
+                STORE(o + 3 * np + (L), c31);                                                                    \
+            }                                                                                                    \
+            for (; b < B; b++) {                                                                                 \
+                V c0 = ZERO(), c1 = c0, d0 = c0, d1 = c0;                                                        \
+                const int16_t *h = hk + (int64_t)b * Kp;                                                         \
+                int kp = 0;                                                                                      \
+                for (; kp + 2 <= KP; kp += 2) { /* two independent chains */                                     \
+                    const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;                                        \
+                    int32_t p0, p1;                                                                              \
+                    memcpy(&p0, h + 2 * kp, 4);                                                                  \
+                    memcpy(&p1, h + 2 * kp + 2, 4);                                                              \
+                    const V x0 = SET1(p0), x1 = SET1(p1);                                                        \
+                    c0 = DPW(c0, x0, LOAD(wp));                                                                  \
+                    c1 = DPW(c1, x0, LOAD(wp + 2 * (L)));                                                        \
+                    d0 = DPW(d0, x1, LOAD(wp + 2 * np));                                                         \
+                    d1 = DPW(d1, x1, LOAD(wp + 2 * np + 2 * (L)));                                               \
+                }                                                                                                \
+                for (; kp < KP; kp++) {                                                                          \
+                    const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;                                        \
+                    int32_t p0;                                                                                  \
+                    memcpy(&p0, h + 2 * kp, 4);                                                                  \
+                    const V x0 = SET1(p0);                                                                       \
+                    c0 = DPW(c0, x0, LOAD(wp));                                                                  \
+                    c1 = DPW(c1, x0, LOAD(wp + 2 * (L)));                                                        \
+                }                                                                                                \
+                int32_t *o = acc + (int64_t)b * np + n0;                                                         \
+                STORE(o, ADD(c0, d0));                                                                           \
+                STORE(o + (L), ADD(c1, d1));                                                                     \
+            }                                                                                                    \
+        }                                                                                                        \
     }
-}
-#undef DPW
+
+#define LOAD256(p) _mm256_loadu_si256((const __m256i *)(p))
+#define STORE256(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+#define DPW256(c, x, w) _mm256_add_epi32(c, _mm256_madd_epi16(x, w))
+GEMM32_PANELS(gemm32_256, __m256i, 8, _mm256_setzero_si256, LOAD256, STORE256, _mm256_set1_epi32, _mm256_add_epi32,
+              DPW256)
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define LOAD512(p) _mm512_loadu_si512((const void *)(p))
+#define STORE512(p, v) _mm512_storeu_si512((void *)(p), v)
+#if defined(__AVX512VNNI__)
+#define DPW512(c, x, w) _mm512_dpwssd_epi32(c, x, w) /* c + pair sums, wrapping like madd + add */
+#else
+#define DPW512(c, x, w) _mm512_add_epi32(c, _mm512_madd_epi16(x, w))
+#endif
+GEMM32_PANELS(gemm32_512, __m512i, 16, _mm512_setzero_si512, LOAD512, STORE512, _mm512_set1_epi32, _mm512_add_epi32,
+              DPW512)
+#endif
 #endif
 
 static void gemm32(const int16_t *restrict hk, const int16_t *restrict W2, int B, int Kp, int np, int32_t *restrict acc) {
-    const int KP = Kp / 2;
 #if defined(__AVX2__)
     int nstart = 0;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-    nstart = np & ~31;
-    gemm32_512(hk, W2, B, Kp, np, nstart, acc);
+    nstart = np & ~31; /* 512-bit panels of 32 columns, the rest (16 columns at most) in 256-bit ones */
+    gemm32_512(hk, W2, B, Kp, np, 0, nstart, acc);
 #endif
-    for (int n0 = nstart; n0 < np; n0 += 16) {
-        int b = 0;
-        for (; b + 4 <= B; b += 4) {
-            __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
-                    c31 = c00;
-            const int16_t *h0 = hk + (int64_t)b * Kp, *h1 = h0 + Kp, *h2 = h1 + Kp, *h3 = h2 + Kp;
-            for (int kp = 0; kp < KP; kp++) {
-                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
-                const __m256i w0 = _mm256_loadu_si256((const __m256i *)wp);
-                const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wp + 16));
-                int32_t p0, p1, p2, p3;
-                memcpy(&p0, h0 + 2 * kp, 4);
-                memcpy(&p1, h1 + 2 * kp, 4);
-                memcpy(&p2, h2 + 2 * kp, 4);
-                memcpy(&p3, h3 + 2 * kp, 4);
-                __m256i x = _mm256_set1_epi32(p0);
-                c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x, w0));
-                c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x, w1));
-                x = _mm256_set1_epi32(p1);
-                c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x, w0));
-                c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x, w1));
-                x = _mm256_set1_epi32(p2);
-                c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x, w0));
-                c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x, w1));
-                x = _mm256_set1_epi32(p3);
-                c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x, w0));
-                c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x, w1));
-            }
-            int32_t *o = acc + (int64_t)b * np + n0;
-            _mm256_storeu_si256((__m256i *)o, c00);
-            _mm256_storeu_si256((__m256i *)(o + 8), c01);
-            _mm256_storeu_si256((__m256i *)(o + np), c10);
-            _mm256_storeu_si256((__m256i *)(o + np + 8), c11);
-            _mm256_storeu_si256((__m256i *)(o + 2 * np), c20);
-            _mm256_storeu_si256((__m256i *)(o + 2 * np + 8), c21);
-            _mm256_storeu_si256((__m256i *)(o + 3 * np), c30);
-            _mm256_storeu_si256((__m256i *)(o + 3 * np + 8), c31);
-        }
-        for (; b < B; b++) {
-            __m256i c0 = _mm256_setzero_si256(), c1 = c0, d0 = c0, d1 = c0;
-            const int16_t *h = hk + (int64_t)b * Kp;
-            int kp = 0;
-            for (; kp + 2 <= KP; kp += 2) { /* two independent chains */
-                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
-                int32_t p0, p1;
-                memcpy(&p0, h + 2 * kp, 4);
-                memcpy(&p1, h + 2 * kp + 2, 4);
-                const __m256i x0 = _mm256_set1_epi32(p0), x1 = _mm256_set1_epi32(p1);
-                c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(x0, _mm256_loadu_si256((const __m256i *)wp)));
-                c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(x0, _mm256_loadu_si256((const __m256i *)(wp + 16))));
-                d0 = _mm256_add_epi32(d0, _mm256_madd_epi16(x1, _mm256_loadu_si256((const __m256i *)(wp + 2 * np))));
-                d1 = _mm256_add_epi32(d1, _mm256_madd_epi16(x1, _mm256_loadu_si256((const __m256i *)(wp + 2 * np + 16))));
-            }
-            for (; kp < KP; kp++) {
-                const int16_t *wp = W2 + ((int64_t)kp * np + n0) * 2;
-                int32_t p0;
-                memcpy(&p0, h + 2 * kp, 4);
-                const __m256i x0 = _mm256_set1_epi32(p0);
-                c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(x0, _mm256_loadu_si256((const __m256i *)wp)));
-                c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(x0, _mm256_loadu_si256((const __m256i *)(wp + 16))));
-            }
-            int32_t *o = acc + (int64_t)b * np + n0;
-            _mm256_storeu_si256((__m256i *)o, _mm256_add_epi32(c0, d0));
-            _mm256_storeu_si256((__m256i *)(o + 8), _mm256_add_epi32(c1, d1));
-        }
-    }
+    gemm32_256(hk, W2, B, Kp, np, nstart, np, acc);
 #else
+    const int KP = Kp / 2;
     for (int b = 0; b < B; b++) {
         int32_t *restrict o = acc + (int64_t)b * np;
         memset(o, 0, sizeof(int32_t) * np);

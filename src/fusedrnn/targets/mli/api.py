@@ -11,44 +11,8 @@ MLI 1.x kernels whose names MLI 2.0 reuses with another signature (``fully_conne
 
 from __future__ import annotations
 
-from .config import (
-    MLI_EL_FP_32,
-    MLI_EL_FX_8,
-    MLI_EL_FX_16,
-    MLI_EL_SA_8,
-    MLI_EL_SA_32,
-    MLI_MAX_RANK,
-    MLI_RELU_1,
-    MLI_RELU_6,
-    MLI_RELU_GEN,
-    MLI_RELU_NONE,
-    MLI_RNN_MAX_INPUT,
-    RNN_ACT_NONE,
-    RNN_ACT_SIGM,
-    RNN_ACT_TANH,
-    RNN_BATCH_TO_BATCH,
-    RNN_BATCH_TO_LAST,
-    RNN_DIR_BACKWARD,
-    RNN_DIR_FORWARD,
-    RNN_ONE_TO_ONE,
-    RNN_OUT_ALL,
-    RNN_OUT_LAST,
-    BuildConfig,
-    ElType,
-    FullyConnectedCfg,
-    ReluCfg,
-    ReluType,
-    RnnAct,
-    RnnCellCfg,
-    RnnCellCfgDepr,
-    RnnDenseCfg,
-    RnnDirection,
-    RnnMode,
-    RnnResults,
-    build,
-    current_build,
-    set_build,
-)
+from . import config as _config
+from .config import *  # noqa: F403 - build flags, structures and enums under their MLI names
 from .eltwise_api import (
     krn_eltwise_add_fx16,
     krn_eltwise_add_sa8,
@@ -67,6 +31,16 @@ from .fully_connected import (
     krn_fully_connected_fx16_fx8_fx8,
     krn_fully_connected_sa8_sa8_sa32,
     krn_fully_connected_sa8_sa8_sa32_ext_bias,
+)
+from .helpers import (
+    SubTensorCfg,
+    hlp_convert_tensor,
+    hlp_count_elem_num,
+    hlp_create_subtensor,
+    hlp_tensor_element_size,
+    hlp_tensor_scale,
+    hlp_tensor_scale_shift,
+    hlp_tensor_zero_offset,
 )
 from .luts import Lut
 from .luts_api import krn_sigm_create_lut, krn_sigm_get_lut_size, krn_tanh_create_lut, krn_tanh_get_lut_size
@@ -103,29 +77,11 @@ from .status import (
     MLI_STATUS_TYPE_MISMATCH,
     Status,
 )
-from .tensors import (
-    SubTensorCfg,
-    Tensor,
-    empty_tensor,
-    fx_tensor,
-    hlp_convert_tensor,
-    hlp_count_elem_num,
-    hlp_create_subtensor,
-    hlp_tensor_element_size,
-    hlp_tensor_scale,
-    hlp_tensor_scale_shift,
-    hlp_tensor_zero_offset,
-    sa_tensor,
-)
+from .tensors import Tensor, empty_tensor, fx_tensor, sa_tensor
 
 __all__ = [
-    # build flags, structures and enums
-    "build", "current_build", "set_build", "BuildConfig", "ElType", "ReluType", "RnnDirection", "RnnResults",
-    "RnnAct", "RnnMode", "ReluCfg", "FullyConnectedCfg", "RnnDenseCfg", "RnnCellCfg", "RnnCellCfgDepr", "Lut",
-    "MLI_EL_FX_8", "MLI_EL_FX_16", "MLI_EL_SA_8", "MLI_EL_SA_32", "MLI_EL_FP_32", "MLI_MAX_RANK",
-    "MLI_RNN_MAX_INPUT", "MLI_RELU_NONE", "MLI_RELU_GEN", "MLI_RELU_1", "MLI_RELU_6", "RNN_DIR_FORWARD",
-    "RNN_DIR_BACKWARD", "RNN_OUT_LAST", "RNN_OUT_ALL", "RNN_ACT_NONE", "RNN_ACT_TANH", "RNN_ACT_SIGM",
-    "RNN_ONE_TO_ONE", "RNN_BATCH_TO_BATCH", "RNN_BATCH_TO_LAST",
+    # build flags, structures and enums (config.__all__), the lookup table
+    *_config.__all__, "Lut",
     # status
     "Status", "MLI_STATUS_OK", "MLI_STATUS_BAD_TENSOR", "MLI_STATUS_SHAPE_MISMATCH",
     "MLI_STATUS_INCOMPATEBLE_TENSORS", "MLI_STATUS_BAD_FUNC_CFG", "MLI_STATUS_NOT_ENGH_MEM",

@@ -187,6 +187,38 @@ def _order(T: int, reverse: bool):
     return range(T - 1, -1, -1) if reverse else range(T)
 
 
+def _ir_quant(q: CellQuant, sa8_ir: tuple, fx_max: int):
+    """The quantization of the gate pre-activations (IR): MLI's fixed sa8 parameters, or fx frac bits
+    min(fx_max, in + weights)."""
+    return sa8_ir if q.flavor == "sa8" else min(fx_max, q.inp + q.wi)
+
+
+def _input_pair(q: CellQuant, qir, full_accu: bool, mode: str, M: int, gates, tweak=None, cache=None):
+    """The input pair towards the IR for ``gates`` (fx flavours also shift the bias: in + weights - bias frac)."""
+    pair = _pair(q.flavor, q.inp, q.wi, qir, full_accu, mode, M, gates, tweak, cache=cache)
+    if q.flavor != "sa8":
+        pair.bias_shift = q.inp + q.wi - q.bias_frac
+    return pair
+
+
+def _lstm_ir_inputs(x, Wi, Wo, bias, q: CellQuant, gates, full_accu: bool, mode: str, cache: dict | None,
+                    lib=None):
+    """What the cells whose gates use the LSTM's IR format (the LSTM, the basic RNN) compute before their time
+    loop: (M, the IR quantization, r_0 of every step and gate, the recurrent GEMM operand, whether its accumulator
+    may wrap)."""
+    M = Wo.shape[-1]
+    qir = _ir_quant(q, SA8_LSTM_IR, 10)
+    pair0 = _input_pair(q, qir, full_accu, mode, M, gates, cache=cache)
+    r0 = _input_partials(x, Wi, bias, pair0, q.flavor, full_accu, mode, _mat(cache, "wi", Wi, q.flavor), lib, cache,
+                         "wi")
+    return M, qir, r0, _mat(cache, "wo", Wo, q.flavor), _needs_wrap(Wo, q.flavor, 128)
+
+
+def _keep_invalid(valid, s: int, new, old):
+    """``new`` for the rows whose step ``s`` is valid, ``old`` (the state they keep) for the others."""
+    return new if valid is None else np.where(valid[s][:, None], new, old)
+
+
 def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: bool, luts: dict[str, Lut],
                   full_accu: bool, mode: str, valid=None, cache: dict | None = None, engine: str = "auto"):
     """Run the MLI LSTM cell over x [T, B, N] from (h0, c0) [B, M].
@@ -198,17 +230,9 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
     kernel cannot be built)."""
     flavor = q.flavor
     T, B, _ = x.shape
-    M = Wo.shape[-1]
-    qir = SA8_LSTM_IR if flavor == "sa8" else min(10, q.inp + q.wi)
     all4 = np.arange(4)
-    pair0 = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, all4, cache=cache)
-    if flavor != "sa8":
-        pair0.bias_shift = q.inp + q.wi - q.bias_frac
     lib = C.library(engine)
-    r0 = _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, _mat(cache, "wi", Wi, flavor), lib, cache,
-                         "wi")
-    rmat = _mat(cache, "wo", Wo, flavor)
-    wrap = _needs_wrap(Wo, flavor, 128)
+    M, qir, r0, rmat, wrap = _lstm_ir_inputs(x, Wi, Wo, bias, q, all4, full_accu, mode, cache, lib)
     h, c = A.i64(h0).copy(), A.i64(c0).copy()
     qh = q.h0
     pair1 = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, all4, cache=cache)
@@ -232,10 +256,7 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
         else:
             a, qa = _act(act, cn, q.cell, flavor, luts, mode)
             hn = _mul(a, qa, o, qs, q.out, flavor, mode)
-        if valid is not None:
-            v = valid[s][:, None]
-            hn, cn = np.where(v, hn, h), np.where(v, cn, c)
-        h, c = hn, cn
+        h, c = _keep_invalid(valid, s, hn, h), _keep_invalid(valid, s, cn, c)
         Y[s] = h
         if s == 0 and qh != q.out:
             qh = q.out
@@ -258,14 +279,12 @@ def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
     flavor = q.flavor
     T, B, _ = x.shape
     M = Wo.shape[-1]
-    qir = SA8_GRU_IR if flavor == "sa8" else min(11, q.inp + q.wi)
+    qir = _ir_quant(q, SA8_GRU_IR, 11)
     per_tensor = flavor == "sa8" and A.i64(q.wi[0]).size == 1
     tweak = gru_tweak_faithful if (per_tensor and faithful) else None
     zr = np.arange(2)
-    pz = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, zr, cache=cache)
-    pn = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, np.array([2]), tweak, cache=cache)
-    if flavor != "sa8":
-        pz.bias_shift = pn.bias_shift = q.inp + q.wi - q.bias_frac
+    pz = _input_pair(q, qir, full_accu, mode, M, zr, cache=cache)
+    pn = _input_pair(q, qir, full_accu, mode, M, np.array([2]), tweak, cache=cache)
     b = A.i64(bias)
     lib = C.library(engine)
     r0_zr = _input_partials(x, Wi[:2], b[:2], pz, flavor, full_accu, mode, _mat(cache, "wi_zr", Wi[:2], flavor), lib,
@@ -300,9 +319,7 @@ def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
         n, qt = _act("tanh", n_ir, qir, flavor, luts, mode)
         tmp = _mul(n, qt, omz, qs, q.out, flavor, mode)
         hn = _addsub(tmp, q.out, hz, qh, q.out, flavor, mode)
-        if valid is not None:
-            hn = np.where(valid[s][:, None], hn, h)
-        h = hn
+        h = _keep_invalid(valid, s, hn, h)
         Y[s] = h
         if s == 0 and qh != q.out:
             qh = q.out
@@ -317,24 +334,15 @@ def rnn_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
     the state's: sa8 (1, 0, 7), fx frac 15). Wi [1, N, M], Wo [1, M, M], bias [1, M]."""
     flavor = q.flavor
     T, B, _ = x.shape
-    M = Wo.shape[-1]
-    qir = SA8_LSTM_IR if flavor == "sa8" else min(10, q.inp + q.wi)
     g0 = np.arange(1)
-    pair0 = _pair(flavor, q.inp, q.wi, qir, full_accu, mode, M, g0, cache=cache)
-    if flavor != "sa8":
-        pair0.bias_shift = q.inp + q.wi - q.bias_frac
-    r0 = _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, _mat(cache, "wi", Wi, flavor))
-    rmat = _mat(cache, "wo", Wo, flavor)
-    wrap = _needs_wrap(Wo, flavor, 128)
+    M, qir, r0, rmat, wrap = _lstm_ir_inputs(x, Wi, Wo, bias, q, g0, full_accu, mode, cache)
     h = A.i64(h0).copy()
     pair1 = _pair(flavor, q.h0, q.wo, qir, full_accu, mode, M, g0, cache=cache)
     Y = np.zeros((T, B, M), np.int64)
     for s, t in enumerate(_order(T, reverse)):
         ir = _ir(r0[t], _rec(h, rmat, pair1, flavor, wrap, mode), flavor)
         hn, qa = _act("tanh", ir, qir, flavor, luts, mode)
-        if valid is not None:
-            hn = np.where(valid[s][:, None], hn, h)
-        h = hn
+        h = _keep_invalid(valid, s, hn, h)
         Y[s] = h
         if s == 0 and q.h0 != qa:
             pair1 = _pair(flavor, qa, q.wo, qir, full_accu, mode, M, g0, cache=cache)
@@ -388,7 +396,13 @@ def _set_pair(a, pair, g0: int, n: int) -> None:
         a.shift[0], a.zp_in = int(pair.shift), 0
 
 
-def _base(keep, flavor, mode, r0, T, B, M, reverse, wrap, valid, h, Y, G):
+def _base(flavor, mode, r0, M, reverse, wrap, valid, h, G):
+    """The kernel arguments the LSTM and GRU loops share, for G gates of M units: returns (keep, args, h, Y), the
+    state ``h`` as a contiguous int64 copy the kernel updates and Y [T, B, M] it fills."""
+    T, B, _ = r0.shape
+    keep = C._Keep()
+    h = np.ascontiguousarray(h, np.int64)
+    Y = np.zeros((T, B, M), np.int64)
     a = C.Mli2Args()
     a.flavor, a.mode, a.T, a.B, a.M, a.K = FLAVOR_CODE[flavor], 0 if mode == "up" else 1, T, B, M, M
     a.reverse, a.r0_64, a.r0 = int(reverse), int(r0.dtype == np.int64), keep(r0)
@@ -401,7 +415,7 @@ def _base(keep, flavor, mode, r0, T, B, M, reverse, wrap, valid, h, Y, G):
     a.acc = keep(np.empty((B, G * M), np.int64))
     a.acc32 = keep(np.empty((B, C.padded_columns(G * M)), np.int32))
     a.tmp = keep(np.empty((B, 8 * M), np.int64))
-    return a
+    return keep, a, h, Y
 
 
 def _ranges(T: int, changes: bool):
@@ -411,12 +425,9 @@ def _ranges(T: int, changes: bool):
 def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, luts, mode, act, reverse, valid,
                    cache):
     flavor = q.flavor
-    T, B, _ = r0.shape
-    M = Wo.shape[-1]
-    keep = C._Keep()
-    h, c = np.ascontiguousarray(h, np.int64), np.ascontiguousarray(c, np.int64)
-    Y = np.zeros((T, B, M), np.int64)
-    a = _base(keep, flavor, mode, r0, T, B, M, reverse, wrap, valid, h, Y, 4)
+    T = r0.shape[0]
+    keep, a, h, Y = _base(flavor, mode, r0, Wo.shape[-1], reverse, wrap, valid, h, 4)
+    c = np.ascontiguousarray(c, np.int64)
     a.c = c.ctypes.data
     wt, w2 = _weights_t(cache, "wo_t16", Wo)
     a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(rmat.column_sums, np.int64)
@@ -439,12 +450,8 @@ def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, lut
 def _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap, h, q, qir, pairs, luts, mode, one, reverse, valid,
                   cache):
     flavor = q.flavor
-    T, B, _ = r0_zr.shape
-    M = Wo.shape[-1]
-    keep = C._Keep()
-    h = np.ascontiguousarray(h, np.int64)
-    Y = np.zeros((T, B, M), np.int64)
-    a = _base(keep, flavor, mode, r0_zr, T, B, M, reverse, wrap, valid, h, Y, 3)
+    T = r0_zr.shape[0]
+    keep, a, h, Y = _base(flavor, mode, r0_zr, Wo.shape[-1], reverse, wrap, valid, h, 3)
     a.r0n = keep(r0_n)
     wt, w2 = _weights_t(cache, "wo_zr_t16", Wo[:2])
     a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(mat_zr.column_sums, np.int64)

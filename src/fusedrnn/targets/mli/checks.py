@@ -1,32 +1,33 @@
 """Parameter checks of the MLI kernels (``lib/src/private/src/mli_check.cc``): each failed condition raises
-:class:`MliCheckFailed` with the status MLI returns, and the kernel wrapper turns it into that return value."""
+:class:`.status.MliCheckFailed` with the status MLI returns (:func:`.status.require`), and the kernel wrapper
+(:func:`.status.mli_kernel`) turns it into that return value."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import _arith as A
 from .config import MLI_MAX_RANK, ElType
-from .status import MliCheckFailed, Status
+from .status import Status, require
 from .tensors import EL_DTYPE, Tensor
 
 
-def fail(status: Status, message: str):
-    raise MliCheckFailed(status, message)
-
-
-def require(cond: bool, status: Status, message: str) -> None:
-    if not cond:
-        fail(status, message)
-
-
-def check_tensor(t, name: str) -> None:
-    """``mli_chk_tensor``: a usable tensor (BAD_TENSOR otherwise)."""
+def check_out(t, name: str = "out") -> None:
+    """A tensor a kernel writes: an mli Tensor (ARGUMENT_ERROR for None, BAD_TENSOR otherwise) whose data container
+    has its element type's dtype (BAD_TENSOR)."""
     B = Status.MLI_STATUS_BAD_TENSOR
     require(isinstance(t, Tensor), Status.MLI_STATUS_ARGUMENT_ERROR if t is None else B,
             f"{name}: expected an mli Tensor, got {type(t).__name__}")
     require(t.data is not None, B, f"{name}: data container is None")
     require(t.data.dtype == EL_DTYPE[t.el_type], B, f"{name}: container dtype {t.data.dtype} does not match "
             f"{t.el_type.name}")
+
+
+def check_tensor(t, name: str) -> None:
+    """``mli_chk_tensor``: a usable tensor (BAD_TENSOR otherwise): :func:`check_out`'s checks, then rank, shape,
+    strides, capacity and quantization parameters."""
+    B = Status.MLI_STATUS_BAD_TENSOR
+    check_out(t, name)
     require(t.rank <= MLI_MAX_RANK and t.rank == len(t.shape) and len(t.mem_stride) == t.rank, B,
             f"{name}: rank {t.rank} with shape {t.shape} and mem_stride {t.mem_stride} (rank <= {MLI_MAX_RANK})")
     require(all(s > 0 for s in t.shape), B, f"{name}: every dimension must be > 0, got shape {t.shape}")
@@ -43,15 +44,6 @@ def check_tensor(t, name: str) -> None:
         else:
             require(t.scale.size == 1 and t.zero_point.size == 1 and t.scale_frac_bits.size == 1, B,
                     f"{name}: per-tensor parameters need exactly one scale, zero point and scale_frac_bits")
-
-
-def check_out(t, name: str = "out") -> None:
-    B = Status.MLI_STATUS_BAD_TENSOR
-    require(isinstance(t, Tensor), Status.MLI_STATUS_ARGUMENT_ERROR if t is None else B,
-            f"{name}: expected an mli Tensor, got {type(t).__name__}")
-    require(t.data is not None, B, f"{name}: data container is None")
-    require(t.data.dtype == EL_DTYPE[t.el_type], B, f"{name}: container dtype {t.data.dtype} does not match "
-            f"{t.el_type.name}")
 
 
 def inner_stride_one(t: Tensor) -> bool:
@@ -88,11 +80,17 @@ def check_bias_frac(inp: Tensor, w: Tensor, b: Tensor) -> None:
             f"bias: frac_bits {b.frac_bits} exceeds in + weights frac bits {inp.frac_bits + w.frac_bits}")
 
 
+def check_bias(flavor: str, inp: Tensor, w: Tensor, b: Tensor, mode: str) -> None:
+    """The bias against input and weights: :func:`check_bias_scale` for sa8, :func:`check_bias_frac` for fx."""
+    if flavor == "sa8":
+        check_bias_scale(inp, w, b, mode)
+    else:
+        check_bias_frac(inp, w, b)
+
+
 def check_bias_scale(inp: Tensor, w: Tensor, b: Tensor, mode: str) -> None:
     """``mli_chk_bias_scale_asym``: bias scale == in scale · weights scale[k] within ±1 after aligning frac bits
     (the product is shifted right with the build's rounding, or left for a negative shift)."""
-    from . import _arith as A
-
     s_in = int(inp.scale[0])
     n = w.scale.size
     bs = b.scale.astype(np.int64)
@@ -106,19 +104,3 @@ def check_bias_scale(inp: Tensor, w: Tensor, b: Tensor, mode: str) -> None:
         require(abs(exp - int(bs[min(k, bs.size - 1)])) <= 1, Status.MLI_STATUS_INCOMPATEBLE_TENSORS,
                 f"bias: scale[{k}] {int(bs[min(k, bs.size - 1)])} (sfb {int(bf[min(k, bf.size - 1)])}) must be "
                 f"in.scale * weights.scale[{k}] = {exp} within 1")
-
-
-def mli_kernel(fn):
-    """Decorator: a kernel body that raises :class:`MliCheckFailed` returns that status instead; success
-    returns MLI_STATUS_OK."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            fn(*args, **kwargs)
-        except MliCheckFailed as e:
-            return e.status
-        return Status.MLI_STATUS_OK
-
-    return wrapper

@@ -10,74 +10,24 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from dataclasses import dataclass
-from enum import IntEnum
 
+from ...c_enums import c_enum, export_members
 from ...errors import AttributeValueError
 
-
-class ElType(IntEnum):
-    """``mli_element_type`` (MLI 2.0 values)."""
-
-    MLI_EL_FX_8 = 0x8
-    MLI_EL_FX_16 = 0x10
-    MLI_EL_SA_8 = 0x108
-    MLI_EL_SA_32 = 0x120
-    MLI_EL_FP_32 = 0x220
-
-
-class ReluType(IntEnum):
-    MLI_RELU_NONE = 0
-    MLI_RELU_GEN = 1
-    MLI_RELU_1 = 2
-    MLI_RELU_6 = 3
-
-
-class RnnDirection(IntEnum):
-    RNN_DIR_FORWARD = 0
-    RNN_DIR_BACKWARD = 1
-
-
-class RnnResults(IntEnum):
-    RNN_OUT_LAST = 0
-    RNN_OUT_ALL = 1
-
-
-class RnnAct(IntEnum):
-    RNN_ACT_NONE = 0
-    RNN_ACT_TANH = 1
-    RNN_ACT_SIGM = 2
-
-
-class RnnMode(IntEnum):
-    """MLI 1.x ``mli_rnn_mode``."""
-
-    RNN_ONE_TO_ONE = 0
-    RNN_BATCH_TO_BATCH = 1
-    RNN_BATCH_TO_LAST = 2
-
+ElType = c_enum("ElType", "``mli_element_type`` (MLI 2.0 values).", __name__, {
+    "MLI_EL_FX_8": 0x8, "MLI_EL_FX_16": 0x10, "MLI_EL_SA_8": 0x108, "MLI_EL_SA_32": 0x120, "MLI_EL_FP_32": 0x220})
+ReluType = c_enum("ReluType", "``mli_relu_cfg.type``.", __name__, "MLI_RELU_NONE MLI_RELU_GEN MLI_RELU_1 MLI_RELU_6")
+RnnDirection = c_enum("RnnDirection", "``mli_rnn_cell_cfg.direction``.", __name__, "RNN_DIR_FORWARD RNN_DIR_BACKWARD")
+RnnResults = c_enum("RnnResults", "``mli_rnn_cell_cfg.results``.", __name__, "RNN_OUT_LAST RNN_OUT_ALL")
+RnnAct = c_enum("RnnAct", "``mli_rnn_cell_cfg.act`` (the output activation).", __name__,
+                "RNN_ACT_NONE RNN_ACT_TANH RNN_ACT_SIGM")
+RnnMode = c_enum("RnnMode", "MLI 1.x ``mli_rnn_mode``.", __name__,
+                 "RNN_ONE_TO_ONE RNN_BATCH_TO_BATCH RNN_BATCH_TO_LAST")
+ENUM_CONSTANTS = export_members(globals(), ElType, ReluType, RnnDirection, RnnResults, RnnAct, RnnMode)
+"""The enum members under their C names (``MLI_EL_SA_8``, ``RNN_ACT_TANH`` ...), constants of this module."""
 
 MLI_RNN_MAX_INPUT = 4
 MLI_MAX_RANK = 4
-
-MLI_EL_FX_8 = ElType.MLI_EL_FX_8
-MLI_EL_FX_16 = ElType.MLI_EL_FX_16
-MLI_EL_SA_8 = ElType.MLI_EL_SA_8
-MLI_EL_SA_32 = ElType.MLI_EL_SA_32
-MLI_EL_FP_32 = ElType.MLI_EL_FP_32
-MLI_RELU_NONE = ReluType.MLI_RELU_NONE
-MLI_RELU_GEN = ReluType.MLI_RELU_GEN
-MLI_RELU_1 = ReluType.MLI_RELU_1
-MLI_RELU_6 = ReluType.MLI_RELU_6
-RNN_DIR_FORWARD = RnnDirection.RNN_DIR_FORWARD
-RNN_DIR_BACKWARD = RnnDirection.RNN_DIR_BACKWARD
-RNN_OUT_LAST = RnnResults.RNN_OUT_LAST
-RNN_OUT_ALL = RnnResults.RNN_OUT_ALL
-RNN_ACT_NONE = RnnAct.RNN_ACT_NONE
-RNN_ACT_TANH = RnnAct.RNN_ACT_TANH
-RNN_ACT_SIGM = RnnAct.RNN_ACT_SIGM
-RNN_ONE_TO_ONE = RnnMode.RNN_ONE_TO_ONE
-RNN_BATCH_TO_BATCH = RnnMode.RNN_BATCH_TO_BATCH
-RNN_BATCH_TO_LAST = RnnMode.RNN_BATCH_TO_LAST
 
 
 @dataclass
@@ -174,3 +124,10 @@ def set_build(round_mode: str = "UP", full_accu: bool = False) -> BuildConfig:
     b = make_build(round_mode, full_accu)
     _CURRENT.set(b)
     return b
+
+
+__all__ = [
+    "build", "current_build", "set_build", "BuildConfig", "ElType", "ReluType", "RnnDirection", "RnnResults",
+    "RnnAct", "RnnMode", "ReluCfg", "FullyConnectedCfg", "RnnDenseCfg", "RnnCellCfg", "RnnCellCfgDepr",
+    "MLI_MAX_RANK", "MLI_RNN_MAX_INPUT", *ENUM_CONSTANTS,
+]

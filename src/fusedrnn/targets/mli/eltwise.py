@@ -29,18 +29,22 @@ def fx16_addsub(x1, f1: int, x2, f2: int, fo: int, mode: str, sub: bool = False)
 # ---- sa8 ---------------------------------------------------------------------------------------------------
 
 
-def sa8_mul_params(s1: int, f1: int, s2: int, f2: int, so: int, fo: int, mode: str) -> tuple[int, int]:
-    """(m16, post): the output multiplier and shift of an sa8 MUL."""
-    P = s1 * s2
-    n = int(A.norm(P, 32))
-    q = int(A.cdiv(P << n, so))
-    post = f1 + f2 - fo + n
+def _scale_ratio(s: int, f: int, so: int, fo: int, max_shift: int, mode: str) -> tuple[int, int]:
+    """(m16, shift): s·2^-f / (so·2^-fo) as a 16-bit multiplier m16 and a right shift, m16 normalised then rounded
+    down as far as the shift must come into [-31, max_shift]."""
+    n = int(A.norm(s, 32))
+    q = int(A.cdiv(s << n, so))
+    shift = f - fo + n
     n2 = int(A.norm(q, 32))
     m16 = int(A.sat(A.rnd(q, 16 - n2, 32, mode), 16))
-    post -= 16 - n2
-    k = max(post - 31, 0) + min(31 + post, 0)
-    m16 = int(A.rnd(m16, k, 16, mode))
-    return m16, post - k
+    shift -= 16 - n2
+    k = max(shift - max_shift, 0) + min(31 + shift, 0)
+    return int(A.rnd(m16, k, 16, mode)), shift - k
+
+
+def sa8_mul_params(s1: int, f1: int, s2: int, f2: int, so: int, fo: int, mode: str) -> tuple[int, int]:
+    """(m16, post): the output multiplier and shift of an sa8 MUL (the product scale over the output's)."""
+    return _scale_ratio(s1 * s2, f1 + f2, so, fo, 31, mode)
 
 
 def sa8_mul(x1, p1: tuple, x2, p2: tuple, po: tuple, mode: str) -> np.ndarray:
@@ -57,16 +61,8 @@ def sa8_mul(x1, p1: tuple, x2, p2: tuple, po: tuple, mode: str) -> np.ndarray:
 
 
 def sa8_add_params(s: int, f: int, so: int, fo: int, mode: str) -> tuple[int, int]:
-    """(m, pre) of one ADD/SUB operand."""
-    n = int(A.norm(s, 32))
-    q = int(A.cdiv(s << n, so))
-    pre = n + f - fo
-    n2 = int(A.norm(q, 32))
-    m = int(A.sat(A.rnd(q, 16 - n2, 32, mode), 16))
-    pre -= 16 - n2
-    k = max(pre - 23, 0) + min(31 + pre, 0)
-    m = int(A.rnd(m, k, 16, mode))
-    return m, pre - k
+    """(m, pre) of one ADD/SUB operand (its scale over the output's)."""
+    return _scale_ratio(s, f, so, fo, 23, mode)
 
 
 def sa8_addsub(x1, p1: tuple, x2, p2: tuple, po: tuple, mode: str, sub: bool = False) -> np.ndarray:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import eltwise as E
-from .checks import check_out, check_tensor, check_types, inner_stride_one, mli_kernel, require
+from .checks import check_out, check_tensor, check_types, inner_stride_one
 from .config import ElType, current_build
 from .luts import SA8_OUT, Lut, act_fx16, act_sa8
-from .status import Status
+from .status import Status, mli_kernel, require
 
 S = Status
 
@@ -78,51 +78,14 @@ def _act(kind, et, in_, lut, out):
     out.write(y, in_.shape)
 
 
-@mli_kernel
-def krn_eltwise_add_fx16(in1, in2, out):
-    _elt("add", ElType.MLI_EL_FX_16, in1, in2, out)
-
-
-@mli_kernel
-def krn_eltwise_sub_fx16(in1, in2, out):
-    _elt("sub", ElType.MLI_EL_FX_16, in1, in2, out)
-
-
-@mli_kernel
-def krn_eltwise_mul_fx16(in1, in2, out):
-    _elt("mul", ElType.MLI_EL_FX_16, in1, in2, out)
-
-
-@mli_kernel
-def krn_eltwise_add_sa8(in1, in2, out):
-    _elt("add", ElType.MLI_EL_SA_8, in1, in2, out)
-
-
-@mli_kernel
-def krn_eltwise_sub_sa8(in1, in2, out):
-    _elt("sub", ElType.MLI_EL_SA_8, in1, in2, out)
-
-
-@mli_kernel
-def krn_eltwise_mul_sa8(in1, in2, out):
-    _elt("mul", ElType.MLI_EL_SA_8, in1, in2, out)
-
-
-@mli_kernel
-def krn_tanh_fx16(in_, lut, out):
-    _act("tanh", ElType.MLI_EL_FX_16, in_, lut, out)
-
-
-@mli_kernel
-def krn_sigm_fx16(in_, lut, out):
-    _act("sigm", ElType.MLI_EL_FX_16, in_, lut, out)
-
-
-@mli_kernel
-def krn_tanh_sa8(in_, lut, out):
-    _act("tanh", ElType.MLI_EL_SA_8, in_, lut, out)
-
-
-@mli_kernel
-def krn_sigm_sa8(in_, lut, out):
-    _act("sigm", ElType.MLI_EL_SA_8, in_, lut, out)
+FX16, SA8 = ElType.MLI_EL_FX_16, ElType.MLI_EL_SA_8
+krn_eltwise_add_fx16 = mli_kernel(_elt, "add", FX16, name="krn_eltwise_add_fx16")
+krn_eltwise_sub_fx16 = mli_kernel(_elt, "sub", FX16, name="krn_eltwise_sub_fx16")
+krn_eltwise_mul_fx16 = mli_kernel(_elt, "mul", FX16, name="krn_eltwise_mul_fx16")
+krn_eltwise_add_sa8 = mli_kernel(_elt, "add", SA8, name="krn_eltwise_add_sa8")
+krn_eltwise_sub_sa8 = mli_kernel(_elt, "sub", SA8, name="krn_eltwise_sub_sa8")
+krn_eltwise_mul_sa8 = mli_kernel(_elt, "mul", SA8, name="krn_eltwise_mul_sa8")
+krn_tanh_fx16 = mli_kernel(_act, "tanh", FX16, name="krn_tanh_fx16")
+krn_sigm_fx16 = mli_kernel(_act, "sigm", FX16, name="krn_sigm_fx16")
+krn_tanh_sa8 = mli_kernel(_act, "tanh", SA8, name="krn_tanh_sa8")
+krn_sigm_sa8 = mli_kernel(_act, "sigm", SA8, name="krn_sigm_sa8")

@@ -7,20 +7,9 @@ import numpy as np
 
 from . import _arith as A
 from . import dense as D
-from .checks import (
-    check_bias_frac,
-    check_bias_scale,
-    check_out,
-    check_tensor,
-    check_types,
-    check_zero_points,
-    contiguous,
-    inner_stride_one,
-    mli_kernel,
-    require,
-)
+from .checks import check_bias, check_out, check_tensor, check_types, check_zero_points, contiguous, inner_stride_one
 from .config import ElType, FullyConnectedCfg, ReluType, current_build
-from .status import Status
+from .status import Status, mli_kernel, require
 from .tensors import Tensor
 
 FX8, FX16, SA8, SA32 = ElType.MLI_EL_FX_8, ElType.MLI_EL_FX_16, ElType.MLI_EL_SA_8, ElType.MLI_EL_SA_32
@@ -35,7 +24,7 @@ def _check(flavor: str, in_: Tensor, weights: Tensor, bias: Tensor, cfg, out: Te
         for t, name in ((in_, "in"), (weights, "weights"), (bias, "bias")):
             check_tensor(t, name)
         check_types(zip((in_, weights, bias), TYPES[flavor], ("in", "weights", "bias"), strict=True))
-        check_bias_frac(in_, weights, bias)
+        check_bias(flavor, in_, weights, bias, mode)
     check_out(out)
     for t, name in ((in_, "in"), (weights, "weights"), (bias, "bias")):
         check_tensor(t, name)
@@ -67,7 +56,7 @@ def _check(flavor: str, in_: Tensor, weights: Tensor, bias: Tensor, cfg, out: Te
         require(in_.dim < 0 and out.dim < 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
                 "in/out: per-tensor quantization expected")
         require(out.el_type == SA8, S.MLI_STATUS_TYPE_MISMATCH, f"out: expected MLI_EL_SA_8, got {out.el_type.name}")
-        check_bias_scale(in_, weights, bias, mode)
+        check_bias(flavor, in_, weights, bias, mode)
     else:
         require(out.el_type == TYPES[flavor][0], S.MLI_STATUS_TYPE_MISMATCH,
                 f"out: expected {TYPES[flavor][0].name}, got {out.el_type.name}")
@@ -102,31 +91,15 @@ def _fc(flavor: str, ext_bias: bool, in_, weights, bias, cfg, out) -> None:
     out.write(y, [weights.shape[1]])
 
 
-@mli_kernel
-def krn_fully_connected_fx16(in_, weights, bias, cfg, out):
-    """fx16 in/weights/bias/out, 64-bit accumulator. Returns an mli status."""
-    _fc("fx16", False, in_, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_fully_connected_fx16_fx8_fx8(in_, weights, bias, cfg, out):
-    """fx16 in/out, fx8 weights and bias, int32 accumulator."""
-    _fc("fx16_fx8_fx8", False, in_, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_fully_connected_fx8(in_, weights, bias, cfg, out):
-    """fx8 everything (deprecated in 2.0 but implemented), int32 accumulator."""
-    _fc("fx8", False, in_, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_fully_connected_sa8_sa8_sa32(in_, weights, bias, cfg, out):
-    """sa8 in/out/weights, sa32 bias; per-tensor or per-output-channel weights."""
-    _fc("sa8", False, in_, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_fully_connected_sa8_sa8_sa32_ext_bias(in_, weights, bias, cfg, out):
-    """As ``sa8_sa8_sa32`` but the bias already holds -zp_in·Σ_j W[j, o] (the input zero point is not applied)."""
-    _fc("sa8", True, in_, weights, bias, cfg, out)
+krn_fully_connected_fx16 = mli_kernel(_fc, "fx16", False, name="krn_fully_connected_fx16",
+                                      doc="fx16 in/weights/bias/out, 64-bit accumulator. Returns an mli status.")
+krn_fully_connected_fx16_fx8_fx8 = mli_kernel(_fc, "fx16_fx8_fx8", False, name="krn_fully_connected_fx16_fx8_fx8",
+                                              doc="fx16 in/out, fx8 weights and bias, int32 accumulator.")
+krn_fully_connected_fx8 = mli_kernel(_fc, "fx8", False, name="krn_fully_connected_fx8",
+                                     doc="fx8 everything (deprecated in 2.0 but implemented), int32 accumulator.")
+krn_fully_connected_sa8_sa8_sa32 = mli_kernel(
+    _fc, "sa8", False, name="krn_fully_connected_sa8_sa8_sa32",
+    doc="sa8 in/out/weights, sa32 bias; per-tensor or per-output-channel weights.")
+krn_fully_connected_sa8_sa8_sa32_ext_bias = mli_kernel(
+    _fc, "sa8", True, name="krn_fully_connected_sa8_sa8_sa32_ext_bias",
+    doc="As ``sa8_sa8_sa32`` but the bias already holds -zp_in·Σ_j W[j, o] (the input zero point is not applied).")

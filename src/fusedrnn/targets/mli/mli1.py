@@ -23,10 +23,10 @@ import numpy as np
 
 from . import _arith as A
 from . import _compiled as C
-from .checks import check_out, check_tensor, check_types, fail, mli_kernel, require
+from .checks import check_out, check_tensor, check_types
 from .config import ElType, RnnAct, RnnCellCfgDepr, RnnMode
 from .luts import act_fx8, act_fx16, make_lut
-from .status import Status
+from .status import Status, define_kernels, fail, require
 
 S = Status
 FX8, FX16 = ElType.MLI_EL_FX_8, ElType.MLI_EL_FX_16
@@ -237,12 +237,10 @@ def _ir_capacity(cfg, need_elems, elem_size):
 
 
 def _write_seq(out, Y, h, mode, frac):
-    T, _, M = Y.shape
+    """out = every step's state [T, M] (RNN_BATCH_TO_BATCH) or the last one [M], with frac bits ``frac``."""
     out.frac_bits = frac
-    if mode == RnnMode.RNN_BATCH_TO_BATCH:
-        out.write(Y[:, 0], [T, M])
-    else:
-        out.write(h[0], [M])
+    y = Y[:, 0] if mode == RnnMode.RNN_BATCH_TO_BATCH else h[0]
+    out.write(y, y.shape)
 
 
 def _lstm1(flavor, in_, prev_out, weights, bias, cfg, cell, out):
@@ -286,26 +284,14 @@ def _rnn1(flavor, in_, prev_out, weights, bias, cfg, out):
     _write_seq(out, Y, h, mode, f_out)
 
 
-def _make(fn, flavor, doc):
-    @mli_kernel
-    def k(*args):
-        fn(flavor, *args)
-
-    k.__doc__ = doc
-    return k
-
-
 _DOC_FC = "MLI 1.x fully connected, weights [M, N]; writes out shape [M] and el_type; returns a status."
 _DOC_LSTM = ("MLI 1.x LSTM cell (in, prev_out, weights [4, M, N+M] gates i, g, f, o, bias [4, M], cfg, cell, out); "
              "returns a status.")
 _DOC_RNN = ("MLI 1.x basic RNN cell (in, prev_out, weights [M, N+M] or stacked [L, M, N+M] in one-to-one mode, "
             "bias, cfg, out); returns a status.")
-krn_fully_connected_fx8 = _make(_fc1, "fx8", _DOC_FC)
-krn_fully_connected_fx16 = _make(_fc1, "fx16", _DOC_FC)
-krn_fully_connected_fx8w16d = _make(_fc1, "fx8w16d", _DOC_FC)
-krn_lstm_cell_fx8 = _make(_lstm1, "fx8", _DOC_LSTM)
-krn_lstm_cell_fx16 = _make(_lstm1, "fx16", _DOC_LSTM)
-krn_lstm_cell_fx8w16d = _make(_lstm1, "fx8w16d", _DOC_LSTM)
-krn_basic_rnn_cell_fx8 = _make(_rnn1, "fx8", _DOC_RNN)
-krn_basic_rnn_cell_fx16 = _make(_rnn1, "fx16", _DOC_RNN)
-krn_basic_rnn_cell_fx8w16d = _make(_rnn1, "fx8w16d", _DOC_RNN)
+_EACH_FLAVOR = {flavor: (flavor,) for flavor in FLAVORS}
+KERNELS = (define_kernels(globals(), _fc1, "krn_fully_connected_", _EACH_FLAVOR, _DOC_FC)
+           + define_kernels(globals(), _lstm1, "krn_lstm_cell_", _EACH_FLAVOR, _DOC_LSTM)
+           + define_kernels(globals(), _rnn1, "krn_basic_rnn_cell_", _EACH_FLAVOR, _DOC_RNN))
+"""The names of the MLI 1.x kernels this module defines:
+``krn_{fully_connected,lstm_cell,basic_rnn_cell}_{fx16,fx8,fx8w16d}``."""

@@ -6,22 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from .cells import CellQuant, gru_sequence, lstm_sequence
-from .checks import (
-    check_bias_frac,
-    check_bias_scale,
-    check_out,
-    check_tensor,
-    check_types,
-    check_zero_points,
-    fail,
-    inner_stride_one,
-    mli_kernel,
-    require,
-)
+from .checks import check_bias, check_out, check_tensor, check_types, check_zero_points, inner_stride_one
 from .config import RnnAct, RnnCellCfg, RnnDirection, RnnResults, current_build
 from .fully_connected import TYPES
 from .luts import TABLES, Lut
-from .status import Status
+from .status import Status, define_kernels, fail, require
 
 S = Status
 _ACT = {RnnAct.RNN_ACT_NONE: "none", RnnAct.RNN_ACT_TANH: "tanh", RnnAct.RNN_ACT_SIGM: "sigm"}
@@ -96,9 +85,7 @@ def _check_cell(flavor, G, in_, prev_out, weights_in, weights_out, bias, tanh_lu
                 f"got dims {weights_in.dim}, {weights_out.dim}, {bias.dim}")
         for t, name in ((weights_in, "weights_in"), (weights_out, "weights_out"), (bias, "bias")):
             check_zero_points(t, name, zero=True)
-        check_bias_scale(in_, weights_in, bias, mode)
-    else:
-        check_bias_frac(in_, weights_in, bias)
+    check_bias(flavor, in_, weights_in, bias, mode)
     return direction, results, act
 
 
@@ -113,12 +100,10 @@ def _quant(flavor, in_, prev_out, weights_in, weights_out, bias, out, cell) -> C
 
 
 def _write_out(out, Y, h, results, el_type):
-    T, _, M = Y.shape
+    """out = every step's state [T, M] (RNN_OUT_ALL) or the last one [1, M], of element type ``el_type``."""
     out.el_type = el_type
-    if results == RnnResults.RNN_OUT_ALL:
-        out.write(Y[:, 0], [T, M])
-    else:
-        out.write(h, [1, M])
+    y = Y[:, 0] if results == RnnResults.RNN_OUT_ALL else h
+    out.write(y, y.shape)
 
 
 def _lstm(flavor, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
@@ -136,7 +121,7 @@ def _lstm(flavor, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_l
     _write_out(out, Y, h, results, in_.el_type)
 
 
-def _gru(flavor, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, faithful=True):
+def _gru(flavor, in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, *, faithful=True):
     bld = current_build()
     direction, results, act = _check_cell(flavor, 3, in_, prev_out, weights_in, weights_out, bias, tanh_lut,
                                           sigm_lut, cfg, None, out, bld.mode)
@@ -156,38 +141,7 @@ _DOC_GRU = """GRU cell, gates (z, r, n), reset before the recurrent matmul: weig
     scale (see :func:`fusedrnn.targets.mli.cells.gru_tweak_faithful`); the default reproduces MLI."""
 
 
-@mli_kernel
-def krn_lstm_cell_fx16(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
-    _lstm("fx16", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out)
-
-
-@mli_kernel
-def krn_lstm_cell_fx16_fx8_fx8(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
-    _lstm("fx16_fx8_fx8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out)
-
-
-@mli_kernel
-def krn_lstm_cell_sa8_sa8_sa32(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out):
-    _lstm("sa8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, cell, out)
-
-
-@mli_kernel
-def krn_gru_cell_fx16(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out):
-    _gru("fx16", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out)
-
-
-@mli_kernel
-def krn_gru_cell_fx16_fx8_fx8(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out):
-    _gru("fx16_fx8_fx8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out)
-
-
-@mli_kernel
-def krn_gru_cell_sa8_sa8_sa32(in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, *,
-                              faithful: bool = True):
-    _gru("sa8", in_, prev_out, weights_in, weights_out, bias, tanh_lut, sigm_lut, cfg, out, faithful)
-
-
-for _f in (krn_lstm_cell_fx16, krn_lstm_cell_fx16_fx8_fx8, krn_lstm_cell_sa8_sa8_sa32):
-    _f.__doc__ = _DOC_LSTM
-for _f in (krn_gru_cell_fx16, krn_gru_cell_fx16_fx8_fx8, krn_gru_cell_sa8_sa8_sa32):
-    _f.__doc__ = _DOC_GRU
+_FLAVORS = {"fx16": ("fx16",), "fx16_fx8_fx8": ("fx16_fx8_fx8",), "sa8_sa8_sa32": ("sa8",)}
+KERNELS = (define_kernels(globals(), _lstm, "krn_lstm_cell_", _FLAVORS, _DOC_LSTM)
+           + define_kernels(globals(), _gru, "krn_gru_cell_", _FLAVORS, _DOC_GRU))
+"""The names of the kernels this module defines: ``krn_{lstm,gru}_cell_{fx16,fx16_fx8_fx8,sa8_sa8_sa32}``."""

@@ -5,21 +5,10 @@ from __future__ import annotations
 
 from . import _arith as A
 from . import dense as D
-from .checks import (
-    check_bias_frac,
-    check_bias_scale,
-    check_out,
-    check_tensor,
-    check_types,
-    check_zero_points,
-    contiguous,
-    inner_stride_one,
-    mli_kernel,
-    require,
-)
+from .checks import check_bias, check_out, check_tensor, check_types, check_zero_points, contiguous, inner_stride_one
 from .config import MLI_RNN_MAX_INPUT, RnnDenseCfg, current_build
 from .fully_connected import TYPES, WMAX
-from .status import Status
+from .status import Status, mli_kernel, require
 
 
 def _check(flavor, inputs, weights, bias, cfg, out, mode) -> int:
@@ -61,9 +50,8 @@ def _check(flavor, inputs, weights, bias, cfg, out, mode) -> int:
         check_zero_points(bias, "bias", zero=True)
         require(out.dim < 0 and bias.dim < 0, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
                 "out/bias: per-tensor quantization expected")
-        check_bias_scale(inputs[0], weights[0], bias, mode)
-    else:
-        check_bias_frac(inputs[0], weights[0], bias)
+    check_bias(flavor, inputs[0], weights[0], bias, mode)
+    if flavor != "sa8":
         for i in range(n):
             require(out.frac_bits <= inputs[i].frac_bits + weights[i].frac_bits, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
                     f"out: frac_bits {out.frac_bits} exceeds inputs[{i}] + weights[{i}] frac bits")
@@ -88,19 +76,9 @@ def _run(flavor, inputs, weights, bias, cfg, out) -> None:
     out.write(y, [bias.shape[0]])
 
 
-@mli_kernel
-def krn_rnn_dense_fx16(inputs, weights, bias, cfg, out):
-    """fx16 everything, 64-bit accumulator; returns an mli status."""
-    _run("fx16", inputs, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_rnn_dense_fx16_fx8_fx8(inputs, weights, bias, cfg, out):
-    """fx16 inputs/out, fx8 weights and bias, int32 accumulator."""
-    _run("fx16_fx8_fx8", inputs, weights, bias, cfg, out)
-
-
-@mli_kernel
-def krn_rnn_dense_sa8_sa8_sa32(inputs, weights, bias, cfg, out):
-    """sa8 inputs/weights/out, sa32 bias; per-tensor quantization only."""
-    _run("sa8", inputs, weights, bias, cfg, out)
+krn_rnn_dense_fx16 = mli_kernel(_run, "fx16", name="krn_rnn_dense_fx16",
+                                doc="fx16 everything, 64-bit accumulator; returns an mli status.")
+krn_rnn_dense_fx16_fx8_fx8 = mli_kernel(_run, "fx16_fx8_fx8", name="krn_rnn_dense_fx16_fx8_fx8",
+                                        doc="fx16 inputs/out, fx8 weights and bias, int32 accumulator.")
+krn_rnn_dense_sa8_sa8_sa32 = mli_kernel(_run, "sa8", name="krn_rnn_dense_sa8_sa8_sa32",
+                                        doc="sa8 inputs/weights/out, sa32 bias; per-tensor quantization only.")

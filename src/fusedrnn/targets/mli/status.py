@@ -1,7 +1,12 @@
-"""``mli_status`` return codes (MLI 2.0 ``include/mli_types.h``; the documented order, OK = 0)."""
+"""``mli_status`` return codes (MLI 2.0 ``include/mli_types.h``; the documented order, OK = 0), and how a kernel
+comes to return one: a failed check raises :class:`MliCheckFailed` (:func:`require`, :func:`fail`) and the kernel
+wrapper (:func:`mli_kernel`) returns its status."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Mapping
 from enum import IntEnum
 
 
@@ -39,3 +44,49 @@ class MliCheckFailed(Exception):
         super().__init__(f"{status.name}: {message}")
         self.status = status
         self.message = message
+
+
+def fail(status: Status, message: str):
+    raise MliCheckFailed(status, message)
+
+
+def require(cond: bool, status: Status, message: str) -> None:
+    if not cond:
+        fail(status, message)
+
+
+def mli_kernel(body: Callable[..., None], *fixed, name: str | None = None,
+               doc: str | None = None) -> Callable[..., Status]:
+    """An MLI kernel: ``body(*fixed, *args, **kwargs)`` whose :class:`MliCheckFailed` becomes the returned status
+    (MLI_STATUS_OK on success). As a decorator it wraps one kernel body; with ``fixed`` leading arguments (the
+    flavour) it makes one kernel of a family named ``name`` with docstring ``doc``, taking the remaining
+    parameters of ``body`` (also by keyword)."""
+
+    @functools.wraps(body)
+    def kernel(*args, **kwargs):
+        try:
+            body(*fixed, *args, **kwargs)
+        except MliCheckFailed as e:
+            return e.status
+        return Status.MLI_STATUS_OK
+
+    if fixed:
+        sig = inspect.signature(body)
+        kernel.__signature__ = sig.replace(parameters=list(sig.parameters.values())[len(fixed):],
+                                           return_annotation=Status)
+    if name is not None:
+        kernel.__name__ = kernel.__qualname__ = name
+    if doc is not None:
+        kernel.__doc__ = doc
+    return kernel
+
+
+def define_kernels(namespace: dict, body: Callable[..., None], prefix: str, flavours: Mapping[str, tuple],
+                   doc: str) -> list[str]:
+    """A family of kernels sharing one body and docstring: ``prefix + suffix`` = :func:`mli_kernel` ``(body,
+    *fixed)`` for each ``suffix: fixed`` of ``flavours``, defined in ``namespace`` (the module's ``globals()``);
+    returns their names."""
+    names = [prefix + suffix for suffix in flavours]
+    for name, fixed in zip(names, flavours.values(), strict=True):
+        namespace[name] = mli_kernel(body, *fixed, name=name, doc=doc)
+    return names

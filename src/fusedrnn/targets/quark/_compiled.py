@@ -60,22 +60,22 @@ load, unavailable_reason = _LOOP.load, _LOOP.unavailable_reason
 default_engine, use_engine, library = _LOOP.default_engine, _LOOP.use_engine, _LOOP.library
 
 
-def tanhf_array(x: np.ndarray) -> np.ndarray:
-    """The C kernel's tanhf on a float32 array (for tests)."""
+def _tanhf_on(kernel: str, x: np.ndarray) -> np.ndarray:
     lib = load()
     x = np.ascontiguousarray(x, dtype=np.float32)
     out = np.empty_like(x)
-    lib.quark_tanhf_vec(x.ctypes.data, out.ctypes.data, x.size)
+    getattr(lib, kernel)(x.ctypes.data, out.ctypes.data, x.size)
     return out
+
+
+def tanhf_array(x: np.ndarray) -> np.ndarray:
+    """The C kernel's tanhf on a float32 array (for tests)."""
+    return _tanhf_on("quark_tanhf_vec", x)
 
 
 def tanhf_scalar(x: np.ndarray) -> np.ndarray:
     """The C kernel's scalar (branching) tanhf on a float32 array (for tests)."""
-    lib = load()
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    out = np.empty_like(x)
-    lib.quark_tanhf_array(x.ctypes.data, out.ctypes.data, x.size)
-    return out
+    return _tanhf_on("quark_tanhf_array", x)
 
 
 # ---- driver -------------------------------------------------------------------------------------------------

@@ -191,25 +191,40 @@ static void gemm(const int16_t *ah, const int16_t *al, int lda, int M, int Kp, c
 static inline float f_of(uint32_t w) { float f; memcpy(&f, &w, 4); return f; }
 static inline uint32_t w_of(float f) { uint32_t w; memcpy(&w, &f, 4); return w; }
 
-/* expm1f for y = 2|x| in [2, 19) or y = -2|x| in (-2, 0] (tanhf.py's _expm1f_tanh with the exact k = 0 bound) */
-static inline float expm1f_tanh(float y) {
+/* expm1f's argument reduction y = k·ln2 + xr (xr with its correction c) and rational approximation e, the part
+ * that every k shares; hs = ±0.5 rounds y / ln2 to k (the exact k = 0 bound of tanhf.py's _expm1f_tanh) */
+typedef struct {
+    int32_t k;
+    float xr, c, hxs, e;
+} expm1f_red;
+
+static inline expm1f_red expm1f_reduce(float y, float hs) {
     const float ln2_hi = f_of(0x3F317180), ln2_lo = f_of(0x3717F7D1), invln2 = f_of(0x3FB8AA3B);
     const float q0 = f_of(0xBD088889), q1 = f_of(0x3AD00D01), q2 = f_of(0xB8A670CD), q3 = f_of(0x36867E54),
                 q4 = f_of(0xB457EDBB);
-    float hs = y < 0.0f ? -0.5f : 0.5f;
+    expm1f_red r;
     float prod = invln2 * y;
     int32_t k = (int32_t)(prod + hs);
-    if (w_of(y) == 0xBEB17218u) k = 0;
-    float tk = (float)k;
+    r.k = w_of(y) == 0xBEB17218u ? 0 : k;
+    float tk = (float)r.k;
     float hi = y - tk * ln2_hi;
     float lo = tk * ln2_lo;
-    float xr = hi - lo;
-    float c = (hi - xr) - lo;
-    float hfx = 0.5f * xr;
-    float hxs = xr * hfx;
-    float r1 = 1.0f + hxs * (q0 + hxs * (q1 + hxs * (q2 + hxs * (q3 + hxs * q4))));
+    r.xr = hi - lo;
+    r.c = (hi - r.xr) - lo;
+    float hfx = 0.5f * r.xr;
+    r.hxs = r.xr * hfx;
+    float r1 = 1.0f + r.hxs * (q0 + r.hxs * (q1 + r.hxs * (q2 + r.hxs * (q3 + r.hxs * q4))));
     float t = 3.0f - r1 * hfx;
-    float e = hxs * ((r1 - t) / (6.0f - xr * t));
+    r.e = r.hxs * ((r1 - t) / (6.0f - r.xr * t));
+    return r;
+}
+
+/* expm1f for y = 2|x| in [2, 19) or y = -2|x| in (-2, 0] (tanhf.py's _expm1f_tanh) */
+static inline float expm1f_tanh(float y) {
+    const expm1f_red r = expm1f_reduce(y, y < 0.0f ? -0.5f : 0.5f);
+    const int32_t k = r.k;
+    const float xr = r.xr, c = r.c, hxs = r.hxs;
+    float e = r.e;
     if (k == 0) return xr - (xr * e - hxs);
     e = (xr * (e - c) - c) - hxs;
     if (k == -1) return 0.5f * (xr - e) - 0.5f;
@@ -242,9 +257,6 @@ static inline float tanhf_fd(float x) { /* finite x */
 /* The same function over an array, branch-free (every lane computes every formula, one select at the end, as
  * tanhf.py does) so that the compiler vectorises the loop. */
 static void tanhf_vec(const float *restrict x, float *restrict out, int n) {
-    const float ln2_hi = f_of(0x3F317180), ln2_lo = f_of(0x3717F7D1), invln2 = f_of(0x3FB8AA3B);
-    const float q0 = f_of(0xBD088889), q1 = f_of(0x3AD00D01), q2 = f_of(0xB8A670CD), q3 = f_of(0x36867E54),
-                q4 = f_of(0xB457EDBB);
     for (int i = 0; i < n; i++) {
         uint32_t wx = w_of(x[i]);
         uint32_t ix = wx & 0x7FFFFFFFu;
@@ -253,20 +265,10 @@ static void tanhf_vec(const float *restrict x, float *restrict out, int n) {
         int ge1 = ix >= 0x3F800000u;
         float ny2 = -y2;
         float y = ge1 ? y2 : ny2;
-        float hs = ge1 ? 0.5f : -0.5f;
-        float prod = invln2 * y;
-        int32_t k = (int32_t)(prod + hs);
-        k = w_of(y) == 0xBEB17218u ? 0 : k;
-        float tk = (float)k;
-        float hi = y - tk * ln2_hi;
-        float lo = tk * ln2_lo;
-        float xr = hi - lo;
-        float c = (hi - xr) - lo;
-        float hfx = 0.5f * xr;
-        float hxs = xr * hfx;
-        float r1 = 1.0f + hxs * (q0 + hxs * (q1 + hxs * (q2 + hxs * (q3 + hxs * q4))));
-        float t = 3.0f - r1 * hfx;
-        float e = hxs * ((r1 - t) / (6.0f - xr * t));
+        const expm1f_red r = expm1f_reduce(y, ge1 ? 0.5f : -0.5f);
+        const int32_t k = r.k;
+        const float xr = r.xr, c = r.c, hxs = r.hxs;
+        float e = r.e;
         float r0 = xr - (xr * e - hxs);
         e = (xr * (e - c) - c) - hxs;
         float rm1 = 0.5f * (xr - e) - 0.5f;

@@ -8,45 +8,9 @@ writes the NumPy array ``out``. Functions that return ``zdnn_status`` in C retur
 
 from __future__ import annotations
 
+from ...c_enums import export_members
 from . import constants as _constants
-from .constants import *  # noqa: F403 - the enum members under their C names
-from .constants import (
-    CONCAT_LAYOUTS,
-    PREV_LAYER_BIDIR,
-    PREV_LAYER_NONE,
-    PREV_LAYER_UNI,
-    QUERY_BFPFMT_SHORT,
-    QUERY_BFPFMT_TINY,
-    QUERY_DATATYPE_BINARY_FP32,
-    QUERY_DATATYPE_BINARY_INT8,
-    QUERY_DATATYPE_BINARY_INT32,
-    QUERY_DATATYPE_INTERNAL1,
-    QUERY_LAYOUTFMT_4DFEATURE,
-    QUERY_LAYOUTFMT_4DGENERIC,
-    QUERY_LAYOUTFMT_4DKERNEL,
-    QUERY_LAYOUTFMT_4DWEIGHTS,
-    RNN_TYPE_GRU,
-    RNN_TYPE_LSTM,
-    USAGE_BIASES,
-    USAGE_HIDDEN_BIASES,
-    USAGE_HIDDEN_WEIGHTS,
-    USAGE_WEIGHTS,
-    ZDNN_VER_MAJOR,
-    ZDNN_VER_MINOR,
-    ZDNN_VER_PATCH,
-    ZDNN_VERNUM,
-    ZDNN_VERSION,
-    DataFormat,
-    DataLayout,
-    DataType,
-    Direction,
-    MatmulBcastOp,
-    MatmulOp,
-    NNPADataType,
-    NNPAFunction,
-    ParmBlkFormat,
-    QuantizedTransformType,
-)
+from .constants import *  # noqa: F403 - zdnn.h's enums, their members and constants under their C names
 from .desc import (
     TensorDesc,
     generate_quantized_transformed_desc,
@@ -142,8 +106,7 @@ from .ztensor import (
     reset_ztensor,
 )
 
-for _s in Status:
-    globals()[_s.name] = _s
+STATUS_CONSTANTS = export_members(globals(), Status)
 
 
 def init() -> None:
@@ -153,16 +116,9 @@ def init() -> None:
 
 
 __all__ = [
-    # structs, enums, settings
-    "TensorDesc", "ZTensor", "Status", "DataLayout", "DataFormat", "DataType", "QuantizedTransformType",
-    "Direction", "MatmulOp", "MatmulBcastOp", "NNPAFunction", "ParmBlkFormat", "NNPADataType", "Machine",
-    "TELUM_I", "TELUM_II", "NO_NNPA", "Settings", "settings", "NNPAProgramException", "CONCAT_LAYOUTS",
-    "RNN_TYPE_LSTM", "RNN_TYPE_GRU", "PREV_LAYER_UNI", "PREV_LAYER_NONE", "PREV_LAYER_BIDIR", "USAGE_WEIGHTS",
-    "USAGE_HIDDEN_WEIGHTS", "USAGE_BIASES", "USAGE_HIDDEN_BIASES", "ZDNN_VERSION", "ZDNN_VERNUM",
-    "ZDNN_VER_MAJOR", "ZDNN_VER_MINOR", "ZDNN_VER_PATCH", "QUERY_DATATYPE_INTERNAL1", "QUERY_DATATYPE_BINARY_FP32",
-    "QUERY_DATATYPE_BINARY_INT8", "QUERY_DATATYPE_BINARY_INT32", "QUERY_LAYOUTFMT_4DFEATURE",
-    "QUERY_LAYOUTFMT_4DKERNEL", "QUERY_LAYOUTFMT_4DWEIGHTS", "QUERY_LAYOUTFMT_4DGENERIC", "QUERY_BFPFMT_TINY",
-    "QUERY_BFPFMT_SHORT",
+    # structs, settings; zdnn.h's enums and constants (constants.__all__) and the status codes
+    "TensorDesc", "ZTensor", "Status", "Machine", "TELUM_I", "TELUM_II", "NO_NNPA", "Settings", "settings",
+    "NNPAProgramException", *_constants.__all__, *STATUS_CONSTANTS,
     # support functions
     "init", "get_status_message", "set_machine", "machine", "is_nnpa_installed", "is_nnpa_function_installed",
     "is_nnpa_parmblk_fmt_installed", "is_nnpa_datatype_installed", "is_nnpa_layout_fmt_installed",
@@ -178,8 +134,6 @@ __all__ = [
     # operations
     "lstm", "gru", "work_area_size", "matmul_op", "matmul_bcast_op", "matmul_transpose_op", "quantized_matmul_op",
 ]
-__all__ += [m.name for enum in (DataLayout, DataFormat, DataType, QuantizedTransformType, Direction, MatmulOp,
-                                MatmulBcastOp, NNPAFunction, ParmBlkFormat, NNPADataType, Status) for m in enum]
 __all__ += [
     # operations (issue 9)
     "add", "sub", "mul", "div", "min", "max", "log", "exp", "sqrt", "invsqrt", "relu", "leaky_relu", "tanh",
@@ -191,4 +145,4 @@ __all__ += [
     "REDUCE_OP_MAXIMUM_IDX", "PoolPadding", "VALID_PADDING", "SAME_PADDING", "Conv2dAct", "CONV2D_ACT_NONE",
     "CONV2D_ACT_RELU",
 ]
-del _s, _constants
+del _constants

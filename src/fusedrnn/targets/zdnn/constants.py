@@ -6,140 +6,44 @@ module constants (``ZDNN_3DS``, ``FP32``, ``FWD``, ``MATMUL_OP_ADDITION``, ``ZDN
 
 from __future__ import annotations
 
-from enum import IntEnum
+from ...c_enums import c_enum, export_members
 
-
-class DataLayout(IntEnum):
-    """``zdnn_data_layouts``."""
-
-    ZDNN_1D = 0
-    ZDNN_2D = 1
-    ZDNN_2DS = 2
-    ZDNN_3D = 3
-    ZDNN_3DS = 4
-    ZDNN_ZRH = 5
-    ZDNN_4D = 6
-    ZDNN_4DS = 7
-    ZDNN_NHWC = 8
-    ZDNN_NCHW = 9
-    ZDNN_FICO = 10
-    ZDNN_HWCK = 11
-    ZDNN_BIDIR_ZRH = 12
-    ZDNN_BIDIR_FICO = 13
-
-
-class DataFormat(IntEnum):
-    """``zdnn_data_formats`` (the NNPA data-layout format numbers)."""
-
-    ZDNN_FORMAT_4DFEATURE = 0
-    ZDNN_FORMAT_4DKERNEL = 1
-    ZDNN_FORMAT_4DWEIGHTS = 2
-    ZDNN_FORMAT_4DGENERIC = 31
-
-
-class DataType(IntEnum):
-    """``zdnn_data_types``: transformed types (NNPA data types) and pre-transformed types (251-255)."""
-
-    ZDNN_DLFLOAT16 = 0
-    ZDNN_BINARY_FP32 = 6
-    ZDNN_BINARY_INT8 = 8
-    ZDNN_BINARY_INT32 = 10
-    INT8 = 251
-    INT32 = 252
-    BFLOAT = 253
-    FP16 = 254
-    FP32 = 255
-
-
-class QuantizedTransformType(IntEnum):
-    """``zdnn_quantized_transform_types``."""
-
-    QUANTIZED_DLFLOAT16 = 0
-    QUANTIZED_INT8 = 1
-    QUANTIZED_WEIGHTS_INT8 = 2
-
-
-class Direction(IntEnum):
-    """``lstm_gru_direction``."""
-
-    FWD = 0
-    BWD = 1
-    BIDIR = 2
-
-
-class MatmulOp(IntEnum):
-    """``zdnn_matmul_ops`` (= the NNPA matmul operation field)."""
-
-    MATMUL_OP_ADDITION = 0
-    MATMUL_OP_GREATER = 1
-    MATMUL_OP_GREATER_EQUAL = 2
-    MATMUL_OP_EQUAL = 3
-    MATMUL_OP_NOT_EQUAL = 4
-    MATMUL_OP_LESSER_EQUAL = 5
-    MATMUL_OP_LESSER = 6
-
-
-class MatmulBcastOp(IntEnum):
-    """``zdnn_matmul_bcast_ops`` (same values as :class:`MatmulOp`)."""
-
-    MATMUL_BCAST_OP_ADDITION = 0
-    MATMUL_BCAST_OP_GREATER = 1
-    MATMUL_BCAST_OP_GREATER_EQUAL = 2
-    MATMUL_BCAST_OP_EQUAL = 3
-    MATMUL_BCAST_OP_NOT_EQUAL = 4
-    MATMUL_BCAST_OP_LESSER_EQUAL = 5
-    MATMUL_BCAST_OP_LESSER = 6
-
-
-class NNPAFunction(IntEnum):
-    """``nnpa_function_code`` (NNPA function codes, z/Architecture Principles of Operation)."""
-
-    NNPA_QAF = 0
-    NNPA_ADD = 16
-    NNPA_SUB = 17
-    NNPA_MUL = 18
-    NNPA_DIV = 19
-    NNPA_MIN = 20
-    NNPA_MAX = 21
-    NNPA_LOG = 32
-    NNPA_EXP = 33
-    NNPA_SQRT = 34
-    NNPA_INVSQRT = 35
-    NNPA_RELU = 49
-    NNPA_TANH = 50
-    NNPA_SIGMOID = 51
-    NNPA_SOFTMAX = 52
-    NNPA_GELU = 53
-    NNPA_BATCHNORMALIZATION = 64
-    NNPA_MOMENTS = 65
-    NNPA_LAYERNORM = 66
-    NNPA_NORM = 67
-    NNPA_MAXPOOL2D = 80
-    NNPA_AVGPOOL2D = 81
-    NNPA_LSTMACT = 96
-    NNPA_GRUACT = 97
-    NNPA_CONVOLUTION = 112
-    NNPA_MATMUL_OP = 113
-    NNPA_MATMUL_OP_BCAST23 = 114
-    NNPA_MATMUL_OP_BCAST1 = 115
-    NNPA_TRANSFORM = 240
-    NNPA_REDUCE = 241
-
-
-class ParmBlkFormat(IntEnum):
-    """``nnpa_parmblk_format``."""
-
-    NNPA_PARMBLKFORMAT_0 = 0
-    NNPA_PARMBLKFORMAT_1 = 1
-
-
-class NNPADataType(IntEnum):
-    """``nnpa_data_type``."""
-
-    NNPA_DATATYPE_1 = 0
-    NNPA_32_BIT_BINARY_FP_SHORT = 6
-    NNPA_8_BIT_BINARY_INT = 8
-    NNPA_32_BIT_BINARY_INT = 10
+DataLayout = c_enum("DataLayout", "``zdnn_data_layouts``.", __name__,
+                    "ZDNN_1D ZDNN_2D ZDNN_2DS ZDNN_3D ZDNN_3DS ZDNN_ZRH ZDNN_4D ZDNN_4DS ZDNN_NHWC ZDNN_NCHW ZDNN_FICO "
+                    "ZDNN_HWCK ZDNN_BIDIR_ZRH ZDNN_BIDIR_FICO")
+DataFormat = c_enum("DataFormat", "``zdnn_data_formats`` (the NNPA data-layout format numbers).", __name__, {
+    "ZDNN_FORMAT_4DFEATURE": 0, "ZDNN_FORMAT_4DKERNEL": 1, "ZDNN_FORMAT_4DWEIGHTS": 2, "ZDNN_FORMAT_4DGENERIC": 31})
+DataType = c_enum("DataType", "``zdnn_data_types``: transformed types (NNPA data types) and pre-transformed types "
+                  "(251-255).", __name__, {
+                      "ZDNN_DLFLOAT16": 0, "ZDNN_BINARY_FP32": 6, "ZDNN_BINARY_INT8": 8, "ZDNN_BINARY_INT32": 10,
+                      "INT8": 251, "INT32": 252, "BFLOAT": 253, "FP16": 254, "FP32": 255})
+QuantizedTransformType = c_enum("QuantizedTransformType", "``zdnn_quantized_transform_types``.", __name__,
+                                "QUANTIZED_DLFLOAT16 QUANTIZED_INT8 QUANTIZED_WEIGHTS_INT8")
+Direction = c_enum("Direction", "``lstm_gru_direction``.", __name__, "FWD BWD BIDIR")
+_MATMUL_OPS = "ADDITION GREATER GREATER_EQUAL EQUAL NOT_EQUAL LESSER_EQUAL LESSER".split()
+MatmulOp = c_enum("MatmulOp", "``zdnn_matmul_ops`` (= the NNPA matmul operation field).", __name__,
+                  " ".join(f"MATMUL_OP_{op}" for op in _MATMUL_OPS))
+MatmulBcastOp = c_enum("MatmulBcastOp", "``zdnn_matmul_bcast_ops`` (same values as :class:`MatmulOp`).", __name__,
+                       " ".join(f"MATMUL_BCAST_OP_{op}" for op in _MATMUL_OPS))
+NNPAFunction = c_enum("NNPAFunction", "``nnpa_function_code`` (NNPA function codes, z/Architecture Principles of "
+                      "Operation).", __name__, {
+                          "NNPA_QAF": 0, "NNPA_ADD": 16, "NNPA_SUB": 17, "NNPA_MUL": 18, "NNPA_DIV": 19,
+                          "NNPA_MIN": 20, "NNPA_MAX": 21, "NNPA_LOG": 32, "NNPA_EXP": 33, "NNPA_SQRT": 34,
+                          "NNPA_INVSQRT": 35, "NNPA_RELU": 49, "NNPA_TANH": 50, "NNPA_SIGMOID": 51,
+                          "NNPA_SOFTMAX": 52, "NNPA_GELU": 53, "NNPA_BATCHNORMALIZATION": 64, "NNPA_MOMENTS": 65,
+                          "NNPA_LAYERNORM": 66, "NNPA_NORM": 67, "NNPA_MAXPOOL2D": 80, "NNPA_AVGPOOL2D": 81,
+                          "NNPA_LSTMACT": 96, "NNPA_GRUACT": 97, "NNPA_CONVOLUTION": 112, "NNPA_MATMUL_OP": 113,
+                          "NNPA_MATMUL_OP_BCAST23": 114, "NNPA_MATMUL_OP_BCAST1": 115, "NNPA_TRANSFORM": 240,
+                          "NNPA_REDUCE": 241})
+ParmBlkFormat = c_enum("ParmBlkFormat", "``nnpa_parmblk_format``.", __name__,
+                       "NNPA_PARMBLKFORMAT_0 NNPA_PARMBLKFORMAT_1")
+NNPADataType = c_enum("NNPADataType", "``nnpa_data_type``.", __name__, {
+    "NNPA_DATATYPE_1": 0, "NNPA_32_BIT_BINARY_FP_SHORT": 6, "NNPA_8_BIT_BINARY_INT": 8,
+    "NNPA_32_BIT_BINARY_INT": 10})
+C_ENUMS = (DataLayout, DataFormat, DataType, QuantizedTransformType, Direction, MatmulOp, MatmulBcastOp, NNPAFunction,
+           ParmBlkFormat, NNPADataType)
+"""zdnn.h's enums; their members are also constants of this module under their C names."""
+ENUM_CONSTANTS = export_members(globals(), *C_ENUMS)
 
 
 def _msb(field_size: int, pos: int) -> int:
@@ -197,10 +101,12 @@ PRE_LAYOUT_NDIMS = {
 """Pre-transformed layouts and how many of dim4..dim1 (innermost last) they use."""
 GATES = {DataLayout.ZDNN_FICO: 4, DataLayout.ZDNN_BIDIR_FICO: 4, DataLayout.ZDNN_ZRH: 3, DataLayout.ZDNN_BIDIR_ZRH: 3}
 
-_EXPORTS: dict[str, int] = {}
-for _enum in (DataLayout, DataFormat, DataType, QuantizedTransformType, Direction, MatmulOp, MatmulBcastOp,
-              NNPAFunction, ParmBlkFormat, NNPADataType):
-    for _m in _enum:
-        globals()[_m.name] = _m
-        _EXPORTS[_m.name] = _m
-del _enum, _m
+__all__ = [
+    "DataLayout", "DataFormat", "DataType", "QuantizedTransformType", "Direction", "MatmulOp", "MatmulBcastOp",
+    "NNPAFunction", "ParmBlkFormat", "NNPADataType", "CONCAT_LAYOUTS", "RNN_TYPE_LSTM", "RNN_TYPE_GRU",
+    "PREV_LAYER_UNI", "PREV_LAYER_NONE", "PREV_LAYER_BIDIR", "USAGE_WEIGHTS", "USAGE_HIDDEN_WEIGHTS", "USAGE_BIASES",
+    "USAGE_HIDDEN_BIASES", "ZDNN_VERSION", "ZDNN_VERNUM", "ZDNN_VER_MAJOR", "ZDNN_VER_MINOR", "ZDNN_VER_PATCH",
+    "QUERY_DATATYPE_INTERNAL1", "QUERY_DATATYPE_BINARY_FP32", "QUERY_DATATYPE_BINARY_INT8",
+    "QUERY_DATATYPE_BINARY_INT32", "QUERY_LAYOUTFMT_4DFEATURE", "QUERY_LAYOUTFMT_4DKERNEL", "QUERY_LAYOUTFMT_4DWEIGHTS",
+    "QUERY_LAYOUTFMT_4DGENERIC", "QUERY_BFPFMT_TINY", "QUERY_BFPFMT_SHORT", *ENUM_CONSTANTS,
+]

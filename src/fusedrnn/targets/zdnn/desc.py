@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...errors import ShapeError
 from . import machine as _m
 from .constants import (
     CONCAT_LAYOUTS,
@@ -87,8 +88,6 @@ def init_pre_transformed_desc(layout: int, type: int, pre_tfrmd_desc: TensorDesc
     n = PRE_LAYOUT_NDIMS.get(lay, 0)
     if n:
         if len(dims) < n:
-            from ...errors import ShapeError
-
             raise ShapeError(f"dims: layout {lay.name} needs {n} dims (outermost first), got {dims!r}")
         vals = [int(v) for v in dims[:n]]
         for name, v in zip(("dim4", "dim3", "dim2", "dim1")[4 - n:], vals, strict=True):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...errors import AttributeValueError
 from .constants import (
     QUERY_BFPFMT_SHORT,
     QUERY_BFPFMT_TINY,
@@ -66,8 +67,6 @@ _current = [TELUM_II]
 def set_machine(name: str | Machine) -> Machine:
     """Select the emulated machine: ``"telum1"``, ``"telum2"`` (the default), ``"none"`` (no NNPA) or a
     :class:`Machine`."""
-    from ...errors import AttributeValueError
-
     if isinstance(name, Machine):
         _current[0] = name
     elif name in MACHINES:

@@ -9,65 +9,35 @@ exactly (to float64) and rounds once, which is the reference's mathematical defi
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 import numpy as np
 
+from ...c_enums import c_enum, export_members
 from .constants import NNPAFunction
 from .ops_support import (
     DLF16_NINF_POS,
     DLF16_ONE,
     dims,
+    elementwise_op,
     param_code,
     param_value,
-    require_desc,
-    require_same_dims,
     run_op,
     save_area_status,
     store,
+    verify_same_features,
 )
 from .status import Status
 from .transform import read_values
-from .verify import OpStatus, check_feature
+from .verify import OpStatus
 from .ztensor import ZTensor
 
 F = NNPAFunction
 
 
-class SoftmaxAct(IntEnum):
-    """``zdnn_softmax_act``."""
-
-    SOFTMAX_ACT_NONE = 0
-    SOFTMAX_ACT_LOG = 1
-
-
-SOFTMAX_ACT_NONE = SoftmaxAct.SOFTMAX_ACT_NONE
-SOFTMAX_ACT_LOG = SoftmaxAct.SOFTMAX_ACT_LOG
+SoftmaxAct = c_enum("SoftmaxAct", "``zdnn_softmax_act``.", __name__, "SOFTMAX_ACT_NONE SOFTMAX_ACT_LOG")
+ENUM_CONSTANTS = export_members(globals(), SoftmaxAct)
 
 GELU_SQRT_2_OVER_PI = 0.7978845608
 GELU_CUBIC = 0.044715
-
-
-def _verify_same(input: ZTensor, output: ZTensor) -> None:  # noqa: A002
-    require_desc(input, output)
-    require_same_dims(input, output)
-    check_feature(input)
-    check_feature(output, input_=False)
-
-
-def _elementwise(where: str, fn: NNPAFunction, parmblk: int, func, input: ZTensor,  # noqa: A002
-                 output: ZTensor, verify_extra=None) -> Status:
-    def verify() -> None:
-        _verify_same(input, output)
-        if verify_extra is not None:
-            verify_extra()
-
-    def compute() -> Status:
-        x = read_values(input).astype(np.float64)
-        with np.errstate(all="ignore"):
-            return store(output, func(x))
-
-    return run_op(where, fn, parmblk, verify, compute)
 
 
 def clipping_code_status(code: int) -> Status:
@@ -98,8 +68,8 @@ def _relu(where: str, parmblk: int, input: ZTensor, clipping_value, adjustment_f
         if adj & 0x8000 or adj == DLF16_NINF_POS or adj > DLF16_ONE:
             raise OpStatus(Status.ZDNN_INVALID_ADJUSTMENT_FACTOR)
 
-    return _elementwise(where, F.NNPA_RELU, parmblk, lambda x: apply_relu(x, clip, param_value(adj)), input,
-                        output, verify_parms)
+    return elementwise_op(where, F.NNPA_RELU, parmblk, lambda x: apply_relu(x, clip, param_value(adj)), (input,),
+                          output, verify_parms)
 
 
 def relu(input: ZTensor, clipping_value: float | None, output: ZTensor) -> Status:  # noqa: A002 - zDNN's name
@@ -121,7 +91,7 @@ def leaky_relu(input: ZTensor, clipping_value: float | None, adjustment_factor: 
 
 def tanh(input: ZTensor, output: ZTensor) -> Status:  # noqa: A002
     """``zdnn_tanh``."""
-    return _elementwise("tanh", F.NNPA_TANH, 0, np.tanh, input, output)
+    return elementwise_op("tanh", F.NNPA_TANH, 0, np.tanh, (input,), output)
 
 
 def sigmoid_values(x: np.ndarray) -> np.ndarray:
@@ -132,7 +102,7 @@ def sigmoid_values(x: np.ndarray) -> np.ndarray:
 
 def sigmoid(input: ZTensor, output: ZTensor) -> Status:  # noqa: A002
     """``zdnn_sigmoid``: 1 / (1 + e**-x)."""
-    return _elementwise("sigmoid", F.NNPA_SIGMOID, 0, sigmoid_values, input, output)
+    return elementwise_op("sigmoid", F.NNPA_SIGMOID, 0, sigmoid_values, (input,), output)
 
 
 def gelu_values(x: np.ndarray) -> np.ndarray:
@@ -142,7 +112,7 @@ def gelu_values(x: np.ndarray) -> np.ndarray:
 
 def gelu(input: ZTensor, output: ZTensor) -> Status:  # noqa: A002
     """``zdnn_gelu`` (parameter-block format 1), the tanh approximation with the reference's constants."""
-    return _elementwise("gelu", F.NNPA_GELU, 1, gelu_values, input, output)
+    return elementwise_op("gelu", F.NNPA_GELU, 1, gelu_values, (input,), output)
 
 
 def softmax_values(x: np.ndarray, act: int, mask: int) -> np.ndarray:
@@ -178,7 +148,8 @@ def _softmax(where: str, parmblk: int, input: ZTensor, save_area, act_func: int,
         with np.errstate(all="ignore"):
             return store(output, softmax_values(x, int(act_func), int(mask)))
 
-    return run_op(where, F.NNPA_SOFTMAX, parmblk, lambda: _verify_same(input, output), compute, hardware)
+    return run_op(where, F.NNPA_SOFTMAX, parmblk, lambda: verify_same_features((input,), output), compute,
+                  hardware)
 
 
 def softmax(input: ZTensor, save_area, act_func: int, output: ZTensor) -> Status:  # noqa: A002
@@ -199,5 +170,4 @@ def softmax_mask(input: ZTensor, save_area, act_func: int, softmax_mask: int,  #
     return _softmax("softmax_mask", 1, input, save_area, act_func, softmax_mask, output)
 
 
-__all__ = ["relu", "leaky_relu", "tanh", "sigmoid", "softmax", "softmax_mask", "gelu", "SoftmaxAct",
-           "SOFTMAX_ACT_NONE", "SOFTMAX_ACT_LOG"]
+__all__ = ["relu", "leaky_relu", "tanh", "sigmoid", "softmax", "softmax_mask", "gelu", "SoftmaxAct", *ENUM_CONSTANTS]

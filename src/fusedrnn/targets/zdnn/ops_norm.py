@@ -11,10 +11,9 @@ for ``meanreduce2d``).
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 import numpy as np
 
+from ...c_enums import c_enum, export_members
 from .constants import DataType, NNPAFunction
 from .ops_support import (
     dims,
@@ -22,9 +21,11 @@ from .ops_support import (
     param_code,
     param_value,
     require_desc,
+    require_same_n_c,
     run_op,
     save_area_status,
     store,
+    verify_features,
 )
 from .status import Status
 from .transform import read_values, write_cells
@@ -35,28 +36,11 @@ F = NNPAFunction
 MEANREDUCE2D_MAX_HW = 1024
 
 
-class MomentsBessel(IntEnum):
-    """``zdnn_moments_bessel``."""
-
-    MOMENTS_BESSEL_POPULATION = 0
-    MOMENTS_BESSEL_SAMPLE = 1
-
-
-class ReduceOp(IntEnum):
-    """``zdnn_reduce_ops`` (= the NNPA-REDUCE operation field)."""
-
-    REDUCE_OP_MINIMUM = 0
-    REDUCE_OP_MINIMUM_IDX = 1
-    REDUCE_OP_MAXIMUM = 2
-    REDUCE_OP_MAXIMUM_IDX = 3
-
-
-MOMENTS_BESSEL_POPULATION = MomentsBessel.MOMENTS_BESSEL_POPULATION
-MOMENTS_BESSEL_SAMPLE = MomentsBessel.MOMENTS_BESSEL_SAMPLE
-REDUCE_OP_MINIMUM = ReduceOp.REDUCE_OP_MINIMUM
-REDUCE_OP_MINIMUM_IDX = ReduceOp.REDUCE_OP_MINIMUM_IDX
-REDUCE_OP_MAXIMUM = ReduceOp.REDUCE_OP_MAXIMUM
-REDUCE_OP_MAXIMUM_IDX = ReduceOp.REDUCE_OP_MAXIMUM_IDX
+MomentsBessel = c_enum("MomentsBessel", "``zdnn_moments_bessel``.", __name__,
+                       "MOMENTS_BESSEL_POPULATION MOMENTS_BESSEL_SAMPLE")
+ReduceOp = c_enum("ReduceOp", "``zdnn_reduce_ops`` (= the NNPA-REDUCE operation field).", __name__,
+                  "REDUCE_OP_MINIMUM REDUCE_OP_MINIMUM_IDX REDUCE_OP_MAXIMUM REDUCE_OP_MAXIMUM_IDX")
+ENUM_CONSTANTS = export_members(globals(), MomentsBessel, ReduceOp)
 
 
 def _values(zt: ZTensor) -> np.ndarray:
@@ -70,13 +54,8 @@ def meanreduce2d(input: ZTensor, output: ZTensor) -> Status:  # noqa: A002 - zDN
     FUNC_RC_F001 when H or W exceeds 1024."""
 
     def verify() -> None:
-        require_desc(input, output)
-        n, _, _, c = dims(input)
-        on, oh, ow, oc = dims(output)
-        require(on == n and oc == c)
-        check_feature(input)
-        check_feature(output, input_=False)
-        require(oh == 1 and ow == 1)
+        verify_features((input,), (output,), lambda: require_same_n_c(input, output))
+        require(dims(output)[1:3] == (1, 1))
 
     def hardware() -> Status:
         _, h, w, _ = dims(input)
@@ -254,5 +233,4 @@ def reduce(input: ZTensor, save_area, op_type: int, output: ZTensor) -> Status: 
 
 
 __all__ = ["meanreduce2d", "batchnorm", "norm", "moments", "layernorm", "reduce", "MomentsBessel", "ReduceOp",
-           "MOMENTS_BESSEL_POPULATION", "MOMENTS_BESSEL_SAMPLE", "REDUCE_OP_MINIMUM", "REDUCE_OP_MINIMUM_IDX",
-           "REDUCE_OP_MAXIMUM", "REDUCE_OP_MAXIMUM_IDX"]
+           *ENUM_CONSTANTS]

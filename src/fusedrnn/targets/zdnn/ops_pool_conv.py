@@ -13,15 +13,23 @@ Each output element is rounded once to DLFLOAT16 (the NNPA's accumulation order 
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ...c_enums import c_enum, export_members
 from . import machine as _m
 from .constants import NNPAFunction
 from .ops_activation import apply_relu, clipping_code_status
-from .ops_support import check_kernel, dims, param_code, require_desc, run_op, store
+from .ops_support import (
+    check_kernel,
+    dims,
+    param_code,
+    require_desc,
+    require_same_n_c,
+    run_op,
+    store,
+    verify_features,
+)
 from .status import Status
 from .transform import read_values
 from .verify import OpStatus, check_feature, require
@@ -30,24 +38,9 @@ from .ztensor import ZTensor
 F = NNPAFunction
 
 
-class PoolPadding(IntEnum):
-    """``zdnn_pool_padding``."""
-
-    VALID_PADDING = 0
-    SAME_PADDING = 1
-
-
-class Conv2dAct(IntEnum):
-    """``zdnn_conv2d_act``."""
-
-    CONV2D_ACT_NONE = 0
-    CONV2D_ACT_RELU = 1
-
-
-VALID_PADDING = PoolPadding.VALID_PADDING
-SAME_PADDING = PoolPadding.SAME_PADDING
-CONV2D_ACT_NONE = Conv2dAct.CONV2D_ACT_NONE
-CONV2D_ACT_RELU = Conv2dAct.CONV2D_ACT_RELU
+PoolPadding = c_enum("PoolPadding", "``zdnn_pool_padding``.", __name__, "VALID_PADDING SAME_PADDING")
+Conv2dAct = c_enum("Conv2dAct", "``zdnn_conv2d_act``.", __name__, "CONV2D_ACT_NONE CONV2D_ACT_RELU")
+ENUM_CONSTANTS = export_members(globals(), PoolPadding, Conv2dAct)
 
 POOL_MAX_ZERO_STRIDE_KERNEL = 1024
 POOL_MAX_KERNEL = 64
@@ -119,12 +112,9 @@ def _pool(where: str, fn: NNPAFunction, kind: str, input: ZTensor, padding_type:
     pad, kh, kw, sh, sw = (int(v) for v in (padding_type, kernel_height, kernel_width, stride_height, stride_width))
 
     def verify() -> None:
-        require_desc(input, output)
-        n, ih, iw, c = dims(input)
-        on, oh, ow, oc = dims(output)
-        require(on == n and oc == c)
-        check_feature(input)
-        check_feature(output, input_=False)
+        verify_features((input,), (output,), lambda: require_same_n_c(input, output))
+        _, ih, iw, _ = dims(input)
+        _, oh, ow, _ = dims(output)
         if sh == 0 and sw == 0:
             require(iw == kw and ih == kh and ow == 1 and oh == 1)
             if pad != PoolPadding.VALID_PADDING:
@@ -285,5 +275,4 @@ def conv2d(input: ZTensor, kernel: ZTensor, bias: ZTensor, padding_type: int,  #
     return run_op("conv2d", F.NNPA_CONVOLUTION, 0, verify, compute, hardware)
 
 
-__all__ = ["avgpool2d", "maxpool2d", "conv2d", "PoolPadding", "Conv2dAct", "VALID_PADDING", "SAME_PADDING",
-           "CONV2D_ACT_NONE", "CONV2D_ACT_RELU"]
+__all__ = ["avgpool2d", "maxpool2d", "conv2d", "PoolPadding", "Conv2dAct", *ENUM_CONSTANTS]

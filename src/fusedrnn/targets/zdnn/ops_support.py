@@ -24,8 +24,8 @@ from . import machine as _m
 from .constants import DataFormat, DataType
 from .desc import _enum, getsize_ztensor
 from .status import Status, report
-from .transform import write_values
-from .verify import OpStatus, op_result, require
+from .transform import read_values, write_values
+from .verify import OpStatus, check_feature, op_result, require
 from .ztensor import PAGE, ZTensor, _allocator, buffer_ok
 
 SAVEAREA_SIZE = 8 * 1024
@@ -130,3 +130,44 @@ def run_op(where: str, function: int, parmblk: int, verify: Callable[[], None],
         if st != Status.ZDNN_OK:
             return op_result(st, where)
     return op_result(compute(), where)
+
+
+def verify_features(inputs: tuple[ZTensor, ...], outputs: tuple[ZTensor, ...],
+                    shapes: Callable[[], None]) -> None:
+    """zDNN's verifier order: every ztensor has a transformed descriptor, then the operation's shape rules
+    (``shapes``, INVALID_SHAPE), then the inputs and outputs are DLFLOAT16 4DFEATURE ztensors."""
+    require_desc(*inputs, *outputs)
+    shapes()
+    for zt in inputs:
+        check_feature(zt)
+    for zt in outputs:
+        check_feature(zt, input_=False)
+
+
+def verify_same_features(inputs: tuple[ZTensor, ...], output: ZTensor) -> None:
+    """``verify_tensors``: shapes equal to the first input's, then formats/types (DLFLOAT16 4DFEATURE)."""
+    verify_features(inputs, (output,), lambda: require_same_dims(inputs[0], output, *inputs[1:]))
+
+
+def require_same_n_c(input: ZTensor, output: ZTensor) -> None:  # noqa: A002
+    """The pooling verifiers' shape rule: the output's dim4 (N) and dim1 (C) are the input's (INVALID_SHAPE)."""
+    require(dims(output)[0] == dims(input)[0] and dims(output)[3] == dims(input)[3])
+
+
+def elementwise_op(where: str, function: int, parmblk: int, func: Callable[..., np.ndarray],
+                   inputs: tuple[ZTensor, ...], output: ZTensor,
+                   verify_extra: Callable[[], None] | None = None) -> Status:
+    """output = func(*inputs) on the exact DLFLOAT16 values in float64, rounded once (:func:`store`), for inputs
+    and output of one shape (:func:`verify_same_features`, then ``verify_extra``'s parameter checks)."""
+
+    def verify() -> None:
+        verify_same_features(inputs, output)
+        if verify_extra is not None:
+            verify_extra()
+
+    def compute() -> Status:
+        values = [read_values(zt).astype(np.float64) for zt in inputs]
+        with np.errstate(all="ignore"):
+            return store(output, func(*values))
+
+    return run_op(where, function, parmblk, verify, compute)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedFeatureError
+from ...numerics import core
 from ...numerics.affine import tflite_quantize_rows_asymmetric, tflite_quantize_rows_symmetric
 from ...numerics.int_matmul import IntMatrix
-from ._arith import wrap32
 from .slots import (
     GATE_BIASES,
     INPUT_WEIGHTS,
@@ -61,7 +61,7 @@ class _QuantMatrix:
         if zp is not None:
             dot -= zp.astype(np.int64)[:, None] * self.row_sums
         scale = (s[:, None] * self.scale[None, :]).astype(_F32)
-        return wrap32(dot).astype(_F32) * scale
+        return core.wrap(dot, 32).astype(_F32) * scale
 
 
 class HybridLstmKernel:

@@ -16,10 +16,11 @@ import math
 import numpy as np
 
 from ...errors import AttributeValueError, UnsupportedFeatureError
-from ...numerics import gemmlowp
+from ...numerics import core, gemmlowp
+from ...numerics.core import Requant
 from ...numerics.int_matmul import IntMatrix
 from . import _compiled
-from ._arith import Requant, activation_lut, apply_lut, rdpot_const, saturating_lut, trunc_div, wrap32
+from ._arith import activation_lut, apply_lut, saturating_lut
 from .slots import GATE_BIASES, INPUT_WEIGHTS, LAYER_NORM, RECURRENT_WEIGHTS, LstmOptions, LstmTensors, per_tensor
 
 ROUNDINGS = ("double", "single")
@@ -38,12 +39,6 @@ def _exact_product(M: IntMatrix, a: np.ndarray, out: np.ndarray, fbuf: np.ndarra
     else:
         M.matmul_float(a, out=fbuf, check=False)
         np.copyto(out, fbuf, casting="unsafe")
-
-
-def _sat(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """In-place clamp (two ufunc calls: np.clip's Python-level argument handling costs more at these sizes)."""
-    np.maximum(x, lo, out=x)
-    return np.minimum(x, hi, out=x)
 
 
 class IntegerLstmKernel:
@@ -204,23 +199,23 @@ class IntegerLstmKernel:
         n = x.shape[-1]
         s = x.sum(axis=-1, keepdims=True)
         ssq = (x * x).sum(axis=-1, keepdims=True)
-        mean = wrap32(trunc_div(s * 1024, n))
+        mean = core.wrap(core.trunc_div(s * 1024, n), 32)
         var = ssq * ((1 << 20) // n) - mean * mean
-        var2 = wrap32(trunc_div(var, 1 << 20))
+        var2 = core.wrap(core.trunc_div(var, 1 << 20), 32)
         var2 = np.where(var2 < 1, guard, var2)
         a, b = gemmlowp.get_inv_sqrt_quantized_multiplier_exp(var2.astype(np.int32), -1)
-        shifted = wrap32(1024 * x - mean)
+        shifted = core.wrap(1024 * x - mean, 32)
         rescaled = Requant(a.astype(np.int64), b.astype(np.int64), self.rounding)(shifted)
         v3 = rescaled * L + bias  # int64 (TFLite's "TODO: saturate"; the int32 product never overflows in range)
-        v4 = wrap32(trunc_div(np.where(v3 > 0, v3 + 512, v3 - 512), 1024))
-        return _sat(req(v4), -32768, 32767)
+        v4 = core.wrap(core.trunc_div(np.where(v3 > 0, v3 + 512, v3 - 512), 1024), 32)
+        return core.sat(req(v4), 16)
 
     def _peephole(self, gate: np.ndarray, c: np.ndarray, g: int, time_major: bool) -> None:
         P, req = self.P[g]
         Hp, H = self.n_output, self.n_cell
         if Hp == H:
             gate += req(P * c)
-            _sat(gate, -32768, 32767)
+            core.sat(gate, 16, out=gate)
             return
         # the kernel walks n_output elements per batch row of the flat [n_batch * n_cell] buffers
         B = gate.shape[0]
@@ -230,7 +225,7 @@ class IntegerLstmKernel:
         m = nb * Hp
         Pf = np.tile(P[:Hp], nb)
         upd = gf[:, :m] + req(Pf * cf[:, :m])
-        gf[:, :m] = np.clip(upd, -32768, 32767)
+        gf[:, :m] = core.sat(upd, 16)
 
     def _input_term(self, x: np.ndarray) -> np.ndarray:
         """sat16(MBQM(in_bias + Σ x·W)) of every step as int16 [T, B, G*H], in cache-sized chunks of steps."""
@@ -250,9 +245,9 @@ class IntegerLstmKernel:
                 self.in_req.inplace(a, m, self.in_bias_q, self.in_bias)
             else:
                 a += self.in_bias
-                a[...] = wrap32(a)
+                a[...] = core.wrap(a, 32)
                 self.in_req.inplace(a, m)
-            _sat(a, -32768, 32767)
+            core.sat(a, 16, out=a)
             out[t0:t0 + n // B] = a.reshape(-1, B, GH)
         return out
 
@@ -290,7 +285,7 @@ class IntegerLstmKernel:
                 self.rec_req.inplace(gate, mask, self.rec_bias_q, self.rec_bias)
             else:
                 gate += self.rec_bias
-                gate[...] = wrap32(gate)
+                gate[...] = core.wrap(gate, 32)
                 self.rec_req.inplace(gate, mask)
             gate += gin[s]  # the sum of two saturated int16 terms; saturated below (look-up or clip)
             if fast:
@@ -299,7 +294,7 @@ class IntegerLstmKernel:
                 f, o = sig[:, fcol], sig[:, ocol]
                 i = (32767 - f) if self.cifg else sig[:, icol]
             else:
-                _sat(gate, -32768, 32767)
+                core.sat(gate, 16, out=gate)
                 acts = {}
                 for gg in self.gates:
                     if gg == 3 and 3 in self.P:
@@ -314,11 +309,11 @@ class IntegerLstmKernel:
                 i = (32767 - f) if self.cifg else acts[0]
             # CwiseMul16 results always fit int16 here (|f·c| >> 15 and |i·g| >> (30 + cs) with 30 + cs >= 15 are
             # <= 32767), so the int16 wrap of the C++ code is a no-op; the add saturates.
-            c = rdpot_const(f * c, 15)
-            c += rdpot_const(i * g, sh_ig)
-            _sat(c, -32768, 32767)
+            c = core.rdpot(f * c, 15)
+            c += core.rdpot(i * g, sh_ig)
+            core.sat(c, 16, out=c)
             if self.qcell_clip > 0:
-                _sat(c, -self.qcell_clip, self.qcell_clip)
+                core.clamp(c, -self.qcell_clip, self.qcell_clip, out=c)
             if not fast:
                 if 3 in acts:
                     o = acts[3]
@@ -331,17 +326,17 @@ class IntegerLstmKernel:
             m = self.hid_req(o * apply_lut(self.tanh_c, c))
             if self.proj:
                 m -= self.zp_hid
-                _sat(m, -128, 127)
+                core.sat(m, 8, out=m)
                 a = self.Wp.matmul(m.astype(np.int8), check=False)
                 a += self.proj_bias
-                h = self.proj_req(wrap32(a))
+                h = self.proj_req(core.wrap(a, 32))
                 h += self.zp_h
-                _sat(h, -128, 127)
+                core.sat(h, 8, out=h)
                 if self.qproj_clip > 0:
-                    _sat(h, -self.qproj_clip, self.qproj_clip)
+                    core.clamp(h, -self.qproj_clip, self.qproj_clip, out=h)
             else:
                 m += self.zp_hid
-                h = _sat(m, -128, 127)
+                h = core.sat(m, 8, out=m)
             h8 = h.astype(np.int8)
             y[s] = h8
         return y, (h8, c.astype(np.int16))

@@ -180,7 +180,7 @@ def _needs_wrap(W, flavor: str, zp: int = 0) -> bool:
 def _rec(h, mat, pair, flavor: str, wrap_needed: bool, mode: str):
     """The recurrent pair's requantized partial r_1 for states h."""
     acc = D.dot(_small(h, flavor), mat, pair)
-    return D.requant_partial(D.wrap_acc(acc, flavor) if wrap_needed else acc, pair, mode)
+    return D.requant_partial(A.wrap(acc, D.ACC_WIDTH[flavor]) if wrap_needed else acc, pair, mode)
 
 
 def _order(T: int, reverse: bool):

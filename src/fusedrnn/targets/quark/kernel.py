@@ -12,6 +12,7 @@ import threading
 
 import numpy as np
 
+from ...numerics import core
 from ...numerics.int_matmul import IntMatrix, int_matmul
 from . import _compiled
 from .fixed import round_half_away, round_int_c_small, srs, srs_fn, srs_hidden_fn
@@ -134,7 +135,7 @@ def _numpy_loop(xq: np.ndarray, wq: np.ndarray, rq: np.ndarray, p: KernelParams,
             h = requantize_h(round_int_c_small(d) * ohs + ohz_term)  # |d| <= 2^24: |hf| <= 1
         else:  # round(h / y_scale), then the zero point, then saturate: |h_int * ohs| <= 2^24 * 2^31
             r = srs_oh(round_half_away(d) * ohs) + p.ohz
-            h = np.minimum(np.maximum(r, -32768), 32767).astype(np.int16)
+            h = core.sat(r, 16).astype(np.int16)
         y[t] = h
     for d in range(D):
         if reverse[d]:

@@ -10,6 +10,7 @@ pass values that already fit ``width``; the validated forms are :mod:`fusedrnn.n
 name here      numerics core               MLI
 =============  ==========================  =====================================================
 ``lim``        ``limits``                  the container's (min, max)
+``clamp``      ``clamp``                   min(max(x, lo), hi) (index and ReLU limits)
 ``sat``        ``sat``                     saturation to a container (the kernels' casts)
 ``wrap``       ``wrap``                    a C cast to a narrower signed type
 ``add_sat``    ``add_sat``                 ``mli_math_add_fx``
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...numerics.core import add_sat, asr, i64, norm, sat, wrap
+from ...numerics.core import add_sat, asr, clamp, i64, norm, sat, wrap
 from ...numerics.core import asl_sat as asl
 from ...numerics.core import asr_rnd as rnd
 from ...numerics.core import asr_rnd_nosat as rnd_nosat
@@ -36,8 +37,8 @@ from ...numerics.core import limits as lim
 from ...numerics.core import trunc_div as cdiv
 from ...numerics.int_matmul import IntMatrix
 
-__all__ = ["add_sat", "asl", "asr", "bitlen", "cdiv", "i64", "int_matrix", "lim", "norm", "rnd", "rnd_nosat", "sat",
-           "wrap"]
+__all__ = ["add_sat", "asl", "asr", "bitlen", "cdiv", "clamp", "i64", "int_matrix", "lim", "norm", "rnd", "rnd_nosat",
+           "sat", "wrap"]
 
 
 def int_matrix(b, a_absmax: int) -> IntMatrix:

@@ -163,8 +163,7 @@ def _ir(r0t, r1, flavor: str) -> np.ndarray:
     values for the 32-bit flavours, so their int64 sum is exact)."""
     if flavor == "fx16":
         return D.finish(A.add_sat(r0t, r1, 64), flavor)
-    lo, hi = A.lim(D.IO_BITS[flavor])
-    return np.clip(r0t + r1, lo, hi)
+    return A.sat(r0t + r1, D.IO_BITS[flavor])
 
 
 def _needs_wrap(W, flavor: str, zp: int = 0) -> bool:

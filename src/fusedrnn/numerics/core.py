@@ -54,7 +54,8 @@ def clamp(x, lo, hi, out: np.ndarray | None = None) -> np.ndarray:
 def sat(x, bits: int, out: np.ndarray | None = None) -> np.ndarray:
     """x clamped to the signed ``bits``-bit range [-2^(bits-1), 2^(bits-1) - 1] (1 <= bits <= 64).
 
-    x: int64 values (any integer array or int without ``out``; the int64 array itself with ``out``)."""
+    x: any integer array or int without ``out`` (the result is int64); with ``out``, an integer array (usually
+    ``out`` itself) whose dtype holds the limits, clamped in place."""
     lo, hi = _LIMITS[bits]
     if out is None:
         return _clip(i64(x), lo, hi)

@@ -28,6 +28,7 @@ except AttributeError:  # a NumPy without that (private) path: the public wrappe
     _clip = np.clip
 
 _SIGN, _ONE = _I64(63), _I64(1)  # shift amounts: x >> _SIGN is -1 for x < 0, else 0
+_MIN64, _MAX64 = _I64(INT64_MIN), _I64(INT64_MAX)
 _LIMITS = tuple((-(1 << (b - 1)), (1 << (b - 1)) - 1) if b else (0, 0) for b in range(65))
 
 
@@ -93,14 +94,14 @@ def add_sat(a, b, width: int) -> np.ndarray:
     if isinstance(b, (int, np.integer)):
         b = int(b)
         if b >= 0:
-            return np.where(a > INT64_MAX - b, _I64(INT64_MAX), a + b)
-        return np.where(a < INT64_MIN - b, _I64(INT64_MIN), a + b)
+            return np.where(a > INT64_MAX - b, _MAX64, a + b)
+        return np.where(a < INT64_MIN - b, _MIN64, a + b)
     b = i64(b)
     s = (a.view(_U64) + b.view(_U64)).view(_I64)  # modular
     over = ((a ^ s) & (b ^ s)) < 0
     if not over.any():
         return s
-    return np.where(over, np.where(a < 0, _I64(INT64_MIN), _I64(INT64_MAX)), s)
+    return np.where(over, np.where(a < 0, _MIN64, _MAX64), s)
 
 
 def sub_sat(a, b, width: int) -> np.ndarray:
@@ -112,7 +113,7 @@ def sub_sat(a, b, width: int) -> np.ndarray:
     over = ((a ^ b) & (a ^ s)) < 0
     if not over.any():
         return s
-    return np.where(over, np.where(a < 0, _I64(INT64_MIN), _I64(INT64_MAX)), s)
+    return np.where(over, np.where(a < 0, _MIN64, _MAX64), s)
 
 
 def trunc_div(a, b) -> np.ndarray:

@@ -235,3 +235,22 @@ def test_single_bias_folding():
     np.testing.assert_array_equal(conventions.single_bias(bx[:, :9], bh9, reset_after_gru=True), bx[:, :9] + bh9)
     with pytest.raises(ShapeError):
         conventions.single_bias(None, None)
+
+
+@pytest.mark.parametrize("name", sorted(PEEPHOLE_ORDER))
+def test_peephole_reorders(name):
+    """P [D, 3H] blocks: ONNX i, o, f; TFLite and oneDNN i, f, o (= fusedrnn's order)."""
+    H = 2
+    canon = np.concatenate([np.full((1, H), 10.0 * k) for k in range(3)], axis=1)  # i=0, f=10, o=20
+    framework = conventions.peepholes_from_canonical(canon, name)
+    want = {g: 10.0 * "ifo".index(g) for g in "ifo"}
+    np.testing.assert_array_equal(framework.reshape(3, H)[:, 0], [want[g] for g in PEEPHOLE_ORDER[name]])
+    np.testing.assert_array_equal(conventions.peepholes_to_canonical(framework, name), canon)
+    assert conventions.peephole_order(name) == PEEPHOLE_ORDER[name]
+
+
+def test_peepholes_of_a_convention_without_them():
+    with pytest.raises(AttributeValueError, match="peephole"):
+        conventions.peepholes_to_canonical(np.zeros(6), "torch")
+    with pytest.raises(ShapeError, match="P"):
+        conventions.peepholes_to_canonical(np.zeros(7), "onnx")

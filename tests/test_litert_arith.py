@@ -1,6 +1,7 @@
-"""The 8x8_16 kernel's hot-loop helpers against slow Python-int references of litert.md section 6.1 and the
-contract's gemmlowp functions: MultiplyByQuantizedMultiplier (double and single rounding), RoundingDivideByPOT,
-the activation tables."""
+"""The 8x8_16 kernel's hot-loop helpers (the unchecked cores of fusedrnn.numerics.core and the kernel's tables)
+against slow Python-int references of litert.md section 6.1 and the contract's gemmlowp functions:
+MultiplyByQuantizedMultiplier (double and single rounding, ``core.Requant``), RoundingDivideByPOT, wraps, C
+division, the activation tables."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusedrnn.numerics import gemmlowp
-from fusedrnn.targets.litert._arith import Requant, activation_lut, apply_lut, rdpot_const, trunc_div, wrap16, wrap32
+from fusedrnn.numerics.core import Requant, rdpot, trunc_div, wrap
+from fusedrnn.targets.litert._arith import activation_lut, apply_lut
 
 
 def _srdhm32(a: int, b: int) -> int:
@@ -69,9 +71,9 @@ def test_requant_per_column(xs, qs, shifts):
 @settings(max_examples=200, deadline=None)
 @given(x=st.integers(-(2**40), 2**40), e=st.integers(0, 30))
 def test_rdpot_and_wraps(x, e):
-    assert int(rdpot_const(np.int64(x), e)) == _rdpot(x, e)
-    assert int(wrap32(np.int64(x))) == _wrap32(x)
-    assert int(wrap16(np.int64(x))) == ((x + 2**15) % 2**16) - 2**15
+    assert int(rdpot(np.int64(x), e)) == _rdpot(x, e)
+    assert int(wrap(np.int64(x), 32)) == _wrap32(x)
+    assert int(wrap(np.int64(x), 16)) == ((x + 2**15) % 2**16) - 2**15
     q = abs(x) // (1 + e)
     assert int(trunc_div(np.int64(x), 1 + e)) == (q if x >= 0 else -q)
 

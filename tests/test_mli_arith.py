@@ -1,6 +1,7 @@
-"""The MLI package's hot-loop integer primitives (unvalidated, int64) equal the validated numerics core
-(fusedrnn.numerics.fixed_point, itself tested against a scalar model), including the edge shifts; and the LUT
-generator reproduces the table properties the spec states."""
+"""The MLI package's hot-loop integer primitives (mli_math.h names for the unchecked cores of
+fusedrnn.numerics.core) equal the validated functions (fusedrnn.numerics.fixed_point, tested against a scalar
+model), for scalar and array shifts including the edge shifts; and the LUT generator reproduces the table
+properties the spec states."""
 
 import numpy as np
 import pytest

@@ -9,7 +9,8 @@ fusedrnn's canonical form (the cell engines' input):
 A framework block order is written as a string of canonical gate letters, e.g. ONNX LSTM ``"iofg"``: block 0 holds
 i, block 1 o, block 2 f, block 3 g. ``permutation`` turns that into indices (``perm[k]`` = the canonical gate in
 the framework's block k); ``to_canonical`` / ``from_canonical`` reorder gate blocks along an axis, and
-``weights_to_canonical`` / ``weights_from_canonical`` also fix the orientation.
+``weights_to_canonical`` / ``weights_from_canonical`` also fix the orientation; ``peepholes_to_canonical`` /
+``peepholes_from_canonical`` reorder LSTM peepholes (fusedrnn's order: i, f, o) the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from .errors import AttributeValueError, ConversionError, ShapeError
 
 CELLS = ("lstm", "gru", "rnn")
 CANONICAL_GATES = {"lstm": "ifgo", "gru": "zrn", "rnn": "h"}
+CANONICAL_PEEPHOLES = "ifo"
+"""fusedrnn's LSTM peephole order: P [D, 3H] holds the input, forget and output gates' peepholes."""
 GATE_NAMES = {
     "i": "input gate",
     "f": "forget gate",
@@ -170,6 +173,24 @@ def weights_from_canonical(w: np.ndarray, cell: str, convention: str, *, argumen
     if get(convention).orientation == "in_out":
         w = np.swapaxes(w, -1, -2)
     return np.ascontiguousarray(w)
+
+
+def peephole_order(convention: str) -> str:
+    """The peephole block order of ``convention`` as gate letters (ONNX 'iof', TFLite 'ifo')."""
+    order = get(convention).peephole_order
+    if order is None:
+        raise AttributeValueError(f"convention: {convention!r} has no LSTM peepholes")
+    return order
+
+
+def peepholes_to_canonical(p: np.ndarray, convention: str, axis: int = -1, *, argument: str = "P") -> np.ndarray:
+    """Reorder the three peephole blocks of ``p`` along ``axis`` from ``convention``'s order to fusedrnn's (i, f, o)."""
+    return _reorder(p, peephole_order(convention), CANONICAL_PEEPHOLES, axis, argument)
+
+
+def peepholes_from_canonical(p: np.ndarray, convention: str, axis: int = -1, *, argument: str = "P") -> np.ndarray:
+    """Reorder the three peephole blocks of ``p`` along ``axis`` from fusedrnn's order (i, f, o) to ``convention``'s."""
+    return _reorder(p, CANONICAL_PEEPHOLES, peephole_order(convention), axis, argument)
 
 
 def single_bias(b_x: np.ndarray | None, b_h: np.ndarray | None, *, reset_after_gru: bool = False) -> np.ndarray:

@@ -1,8 +1,15 @@
 """Number formats and exact arithmetic shared by every target (NumPy + ml_dtypes only).
 
+Each integer primitive is defined once, as an unchecked core in :mod:`.core` (int64 arrays in and out, no
+validation: what the targets' per-timestep loops call) and a validated public function here that checks its
+arguments and calls the core.
+
+* :mod:`.core` — the unchecked cores: saturate, wrap, saturating add, C division, bit length; MLI's shifts and
+  roundings; gemmlowp's SRDHM, RoundingDivideByPOT, MultiplyByQuantizedMultiplier (``core.Requant``);
 * :mod:`.float_formats` — float16, bfloat16 and DLFLOAT16 rounding in place, 16-bit codes;
 * :mod:`.dlfloat16` — IBM zAIU DLFLOAT16 conversions with zDNN's rounding, flags and byte order;
-* :mod:`.fixed_point` — MLI-style Q-format fixed point: rounding shifts in every SDK mode, saturation, norm;
+* :mod:`.fixed_point` — MLI-style Q-format fixed point: rounding shifts in every SDK mode, saturation, norm,
+  C division, bit length;
 * :mod:`.affine` — scale / zero-point quantization (per tensor, per axis), MLI sa8/sa32 scale mantissas, Quark's
   uint16, TFLite's per-row dynamic quantization;
 * :mod:`.int_matmul` — exact integer matrix products through float32 / float64 BLAS (bounds stated in the code;
@@ -44,6 +51,7 @@ from .fixed_point import (
     asl_sat,
     asr,
     asr_rnd,
+    bit_length,
     cast_fx,
     dequantize_fx,
     norm,
@@ -51,6 +59,7 @@ from .fixed_point import (
     saturate,
     saturate_unsigned,
     sub_sat,
+    trunc_div,
     wrap,
 )
 from .float_formats import (
@@ -84,6 +93,7 @@ __all__ = [
     "asr",
     "asr_rnd",
     "bf16_to_dlf16",
+    "bit_length",
     "cast_fx",
     "choose_qparams",
     "decode_bfloat16",
@@ -137,5 +147,6 @@ __all__ = [
     "tflite_quantize_rows_asymmetric",
     "tflite_quantize_rows_symmetric",
     "tflite_symmetric_quantize",
+    "trunc_div",
     "wrap",
 ]

@@ -9,6 +9,9 @@ The MLI primitives follow the x86 reference build of embARC MLI 2.0 (``lib/src/p
 spec ``mli.md`` §2.1): ``asl_sat`` = ``mli_math_asl_fx``, ``asr`` = ``mli_math_asr_fx``,
 ``asr_rnd(mode="up" | "convergent")`` = ``mli_math_asr_rnd_fx`` built with ``ROUND_UP`` / ``ROUND_CONVERGENT``,
 ``add_sat`` / ``sub_sat`` = ``mli_math_add_fx`` / ``mli_math_sub_fx``, ``norm`` = ``mli_math_norm_fx``.
+
+Each function checks and broadcasts its arguments, then calls its unchecked core in :mod:`.core` (which the
+targets' per-timestep loops call directly).
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import AttributeValueError, DTypeError, ShapeError
+from . import core
 
 ROUNDING_MODES = ("up", "convergent", "half_away", "floor", "trunc")
 
 _I64 = np.int64
 _U64 = np.uint64
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
+_INT64_MIN = core.INT64_MIN
+_INT64_MAX = core.INT64_MAX
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -63,8 +67,7 @@ def _as_int_array(x: Any, name: str) -> np.ndarray:
     return arr.astype(_I64, copy=False)
 
 
-def _limits(bits: int) -> tuple[int, int]:
-    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+_limits = core.limits
 
 
 def _container(x: Any, name: str, width: int) -> np.ndarray:
@@ -126,87 +129,6 @@ def _check_mode(mode: Any) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# exact int64 helpers (inputs already validated, int64 arrays)
-# ----------------------------------------------------------------------------------------------------------
-
-
-def _lsl_wrap(x: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """x << n modulo 2^64 (n in [0, 63]), computed in uint64 so no signed overflow happens."""
-    return np.left_shift(x.view(_U64), n.astype(_U64)).view(_I64)
-
-
-def _sat(x: np.ndarray, width: int) -> np.ndarray:
-    if width >= 64:
-        return x
-    lo, hi = _limits(width)
-    return np.clip(x, lo, hi)
-
-
-def _add_sat(a: np.ndarray, b: np.ndarray, width: int) -> np.ndarray:
-    if width < 64:  # |a|, |b| <= 2^62: the int64 sum is exact
-        r = np.add(a, b, dtype=_I64)
-        return np.clip(r, *_limits(width), out=r) if r.ndim else _sat(r, width)
-    s = (a.view(_U64) + b.view(_U64)).view(_I64)  # modular
-    over = ((a ^ s) & (b ^ s)) < 0
-    if not over.any():
-        return s
-    return np.where(over, np.where(a < 0, _I64(_INT64_MIN), _I64(_INT64_MAX)), s)
-
-
-def _sub_sat(a: np.ndarray, b: np.ndarray, width: int) -> np.ndarray:
-    if width < 64:
-        r = np.subtract(a, b, dtype=_I64)
-        return np.clip(r, *_limits(width), out=r) if r.ndim else _sat(r, width)
-    s = (a.view(_U64) - b.view(_U64)).view(_I64)
-    over = ((a ^ b) & (a ^ s)) < 0
-    if not over.any():
-        return s
-    return np.where(over, np.where(a < 0, _I64(_INT64_MIN), _I64(_INT64_MAX)), s)
-
-
-def _limit_of(sign_src: np.ndarray, width: int) -> np.ndarray:
-    lo, hi = _limits(width)
-    return np.where(sign_src < 0, _I64(lo), _I64(hi))
-
-
-def _asl_sat(x: np.ndarray, n: np.ndarray, width: int) -> np.ndarray:
-    """mli_math_asl_fx: n < 0 floor right shift, n > W-1 -> x ? +-max : 0, else saturating left shift."""
-    right = np.minimum(-n, 63).clip(0, 63)
-    left = n.clip(0, width - 1)
-    hi = x >> (width - 1 - left)
-    fits = (hi == 0) | (hi == -1)
-    res = np.where(fits, _lsl_wrap(x, left), _limit_of(hi, width))
-    res = np.where(n > width - 1, np.where(x != 0, _limit_of(x, width), _I64(0)), res)
-    return np.where(n < 0, x >> right, res)
-
-
-def _mli_round_const(n: np.ndarray, width: int) -> np.ndarray:
-    """MLI's ``(T)((one << n) >> 1)`` for 1 <= n <= W-1, in the C type (int promotion below 32 bits).
-
-    For W >= 32 and n == W-1 the shift reaches the sign bit: the constant is -2^(W-2), not 2^(W-2).
-    """
-    c_width = max(width, 32)
-    one_shl = _lsl_wrap(np.ones_like(n), n)  # exact: n <= 63
-    if c_width < 64:
-        one_shl = _wrap(one_shl, c_width)
-    return one_shl >> 1
-
-
-def _wrap(x: np.ndarray, bits: int) -> np.ndarray:
-    if bits >= 64:
-        return x
-    s = _U64(64 - bits)
-    return (x.view(_U64) << s).view(_I64) >> _I64(64 - bits)
-
-
-def _bit_length(v: np.ndarray) -> np.ndarray:
-    """Exact bit length of non-negative int64 values."""
-    e = np.frexp(v.astype(np.float64))[1].astype(_I64)  # 2^(e-1) <= float(v) < 2^e; rounding may add one
-    e = np.maximum(e, 1)
-    return np.where(v == 0, _I64(0), e - ((v >> (e - 1)) == 0))
-
-
-# ----------------------------------------------------------------------------------------------------------
 # public API
 # ----------------------------------------------------------------------------------------------------------
 
@@ -215,10 +137,9 @@ def saturate(x: Any, bits: int) -> np.ndarray:
     """Clamp integers to the signed ``bits``-bit range [-2^(bits-1), 2^(bits-1) - 1] (bits 1..64); int64."""
     bits = _check_bits(bits, "bits", 1, 64)
     arr = _as_int_array(x, "x")
-    lo, hi = _limits(bits)
     if arr.dtype == _U64:
-        return _out(np.minimum(arr, _U64(hi)).astype(_I64))
-    return _out(np.clip(arr, lo, hi))
+        arr = np.minimum(arr, _U64(_limits(bits)[1])).astype(_I64)
+    return _out(core.sat(arr, bits))
 
 
 def saturate_unsigned(x: Any, bits: int) -> np.ndarray:
@@ -229,31 +150,37 @@ def saturate_unsigned(x: Any, bits: int) -> np.ndarray:
         if arr.dtype == _U64:
             return _out(arr.copy())
         return _out(np.maximum(arr, 0).astype(_U64))
-    hi = (1 << bits) - 1
     if arr.dtype == _U64:
-        return _out(np.minimum(arr, _U64(hi)).astype(_I64))
-    return _out(np.clip(arr, 0, hi))
+        arr = np.minimum(arr, _U64((1 << bits) - 1)).astype(_I64)
+    return _out(core.sat_unsigned(arr, bits))
 
 
 def wrap(x: Any, bits: int) -> np.ndarray:
     """Two's-complement wrap of integers to ``bits`` bits (bits 1..64): the signed value with the same low bits."""
     bits = _check_bits(bits, "bits", 1, 64)
     arr = _as_int_array(x, "x")
-    return _out(_wrap(arr.view(_I64) if arr.dtype == _U64 else arr, bits))  # reinterpreting keeps the low bits
+    return _out(core.wrap(arr.view(_I64) if arr.dtype == _U64 else arr, bits))  # reinterpreting keeps the low bits
 
 
 def add_sat(a: Any, b: Any, *, width: int) -> np.ndarray:
     """a + b saturated to the signed ``width``-bit range (MLI ``mli_math_add_fx``); exact up to width 64."""
     width = _check_bits(width, "width", 2, 64)
     a, b = _broadcast(("a", _container(a, "a", width)), ("b", _container(b, "b", width)))
-    return _out(_add_sat(a, b, width))
+    return _out(core.add_sat(a, b, width))
 
 
 def sub_sat(a: Any, b: Any, *, width: int) -> np.ndarray:
     """a - b saturated to the signed ``width``-bit range (MLI ``mli_math_sub_fx``); exact up to width 64."""
     width = _check_bits(width, "width", 2, 64)
     a, b = _broadcast(("a", _container(a, "a", width)), ("b", _container(b, "b", width)))
-    return _out(_sub_sat(a, b, width))
+    return _out(core.sub_sat(a, b, width))
+
+
+def _shift_pair(x: Any, n: Any, width: int) -> tuple[np.ndarray, np.ndarray | int]:
+    """(x as a checked int64 container, n as an int when it is a scalar else an int64 array), shapes checked."""
+    xa, na = _container(x, "x", width), _shift(n)
+    _broadcast_shape(("x", xa), ("n", na))
+    return xa, (int(na) if na.ndim == 0 else na)
 
 
 def asl_sat(x: Any, n: Any, *, width: int) -> np.ndarray:
@@ -262,85 +189,15 @@ def asl_sat(x: Any, n: Any, *, width: int) -> np.ndarray:
     n < 0 is a floor (arithmetic) right shift by -n (-1/0 once -n > W-1); n > W-1 gives ±max, 0 stays 0.
     """
     width = _check_bits(width, "width", 2, 64)
-    xa, na = _container(x, "x", width), _shift(n)
-    if _broadcast_shape(("x", xa), ("n", na)) == ():
-        return _out(asl_sat(xa.reshape(1), na.reshape(1), width=width).reshape(()))
-    if na.size and 0 <= int(na.min()) and int(na.max()) <= width - 1:
-        return _out(_asl_sat_in_range(xa, na, width))
-    x, n = _broadcast(("x", xa), ("n", na))
-    return _out(_asl_sat(x, n, width))
-
-
-def _asl_sat_in_range(x: np.ndarray, n: np.ndarray, width: int) -> np.ndarray:
-    """Saturating x << n for shifts 0 <= n <= W-1 (n broadcasts with x; per-shift constants stay small)."""
-    lo, hi = _limits(width)
-    r = np.maximum(x, _I64(lo) >> n)  # (lo >> n) << n == lo exactly
-    r <<= n  # in range now: |r| · 2^n fits the container
-    big = x > (_I64(hi) >> n)
-    if big.any():
-        r[np.broadcast_to(big, r.shape)] = hi
-    return r
-
-
-def _asr_rnd_fast(x: np.ndarray, n: np.ndarray, width: int, mode: str) -> np.ndarray | None:
-    """``asr_rnd`` with a few whole-array passes (shift constants computed on n's own, usually small, shape).
-
-    Returns None where the exact general path is needed: the C rounding-constant quirk (n == W-1, W >= 32, MLI
-    modes), n < 0 beyond the width, or a 64-bit container whose values could overflow the rounding add.
-    """
-    if not n.size:
-        return None
-    nmin, nmax = int(n.min()), int(n.max())
-    mli = mode in ("up", "convergent")
-    if nmin < -(width - 1) or (mli and width >= 32 and bool((n == width - 1).any())):
-        return None
-    nn = n.clip(1, width - 1)
-    half = _I64(1) << (nn - 1)
-    if width == 64 and mode != "floor" and nmax >= 1 and x.size and int(x.max()) > _INT64_MAX - int(half.max()):
-        return None
-    lo, hi = _limits(width)
-    if mode == "floor":
-        r = x >> n.clip(0, 63)
-    elif mode == "up":
-        r = x + half
-        if width < 64:
-            np.minimum(r, _I64(hi), out=r)  # the saturating add of ROUND_UP
-        r >>= nn
-    elif mode == "convergent":  # floor((x + half - 1 + odd(floor(x / 2^n))) / 2^n) rounds half to even
-        r = (x >> nn) & _I64(1)
-        r += x
-        r += half - 1
-        r >>= nn
-    elif mode == "half_away":  # ties up for x >= 0, down for x < 0
-        r = x + half
-        r -= x < 0
-        r >>= nn
-    else:  # trunc: floor after adding 2^n - 1 to negative values
-        r = (x >> _I64(63)) & ((_I64(1) << nn) - 1)
-        r += x
-        r >>= nn
-    if nmax > width - 1 and mode != "floor":
-        over = n > width - 1
-        if mode == "half_away":  # x / 2^W is -1/2 only for x == min; beyond that |x / 2^n| < 1/2
-            val = np.where((n == width) & (x == lo), _I64(-1), _I64(0))
-        else:
-            val = _I64(0)
-        r = np.where(over, val, r)
-    if nmin <= 0 and mode != "floor":
-        r = np.where(n == 0, x, r)
-    if nmin < 0:
-        r = np.where(n < 0, _asl_sat_in_range(x, (-n).clip(0, width - 1), width), r)
-    return r
+    xa, n = _shift_pair(x, n, width)
+    return _out(core.asl_sat(xa, n, width))
 
 
 def asr(x: Any, n: Any, *, width: int) -> np.ndarray:
     """MLI ``mli_math_asr_fx``: floor(x / 2^n); n > W-1 gives -1 for x < 0 else 0; n < 0 is ``asl_sat``."""
     width = _check_bits(width, "width", 2, 64)
-    x, n = _broadcast(("x", _container(x, "x", width)), ("n", _shift(n)))
-    res = x >> n.clip(0, 63)
-    if (n < 0).any():
-        res = np.where(n < 0, _asl_sat(x, -n, width), res)
-    return _out(res)
+    xa, n = _shift_pair(x, n, width)
+    return _out(core.asr(xa, n, width))
 
 
 def asr_rnd(x: Any, n: Any, *, width: int, mode: str = "up") -> np.ndarray:
@@ -358,48 +215,15 @@ def asr_rnd(x: Any, n: Any, *, width: int, mode: str = "up") -> np.ndarray:
     """
     width = _check_bits(width, "width", 2, 64)
     mode = _check_mode(mode)
-    xa, na = _container(x, "x", width), _shift(n)
-    if _broadcast_shape(("x", xa), ("n", na)) == ():  # work on 1-element arrays: in-place ops need arrays
-        return _out(asr_rnd(xa.reshape(1), na.reshape(1), width=width, mode=mode).reshape(()))
-    fast = _asr_rnd_fast(xa, na, width, mode)
-    if fast is not None:
-        return _out(fast)
-    x, n = _broadcast(("x", xa), ("n", na))
-    if mode in ("up", "convergent"):
-        nn = n.clip(1, width - 1)
-        if mode == "up":
-            res = _add_sat(x, _mli_round_const(nn, width), width) >> nn
-        else:
-            mask = _mli_round_const(nn, width)
-            r = x >> nn
-            bump = ((x & mask) != 0) & (((r & 1) != 0) | ((x & (mask - 1)) != 0))
-            res = r + bump  # r <= max >> 1, so r + 1 cannot overflow
-        res = np.where(n > width - 1, _I64(0), res)
-    else:
-        nc = np.minimum(n, width).clip(1, 64)  # n > W behaves like n == W except for nearest modes (fixed below)
-        q = x >> np.minimum(nc, 63)
-        ux = x.view(_U64)
-        all_ones = _U64(2**64 - 1)
-        mask = np.where(nc >= 64, all_ones, (_U64(1) << np.minimum(nc, 63).astype(_U64)) - _U64(1))
-        rem = ux & mask  # x - q·2^nc, in [0, 2^nc)
-        if mode == "floor":
-            res = q
-        elif mode == "trunc":
-            res = q + ((x < 0) & (rem != 0))
-        else:  # half_away
-            half = _U64(1) << (nc - 1).astype(_U64)
-            res = q + np.where(x < 0, rem > half, rem >= half)
-            res = np.where(n > width, _I64(0), res)
-    res = np.where(n == 0, x, res)
-    if (n < 0).any():
-        res = np.where(n < 0, _asl_sat(x, -n, width), res)
-    return _out(res)
+    xa, n = _shift_pair(x, n, width)
+    res = core.asr_rnd(xa, n, width, mode)
+    return _out(res.copy() if res is xa else res)  # n == 0 gives x itself
 
 
 def cast_fx(x: Any, shift: Any, *, in_width: int, out_bits: int, mode: str = "up") -> np.ndarray:
     """MLI cast: ``saturate(asr_rnd(x, shift, width=in_width, mode), out_bits)`` (e.g. int32 -> int16 with shift)."""
     out_bits = _check_bits(out_bits, "out_bits", 1, 64)
-    return _out(_sat(np.asarray(asr_rnd(x, shift, width=in_width, mode=mode)), out_bits))
+    return _out(core.sat(asr_rnd(x, shift, width=in_width, mode=mode), out_bits))
 
 
 def norm(x: Any, *, width: int) -> np.ndarray:
@@ -408,9 +232,38 @@ def norm(x: Any, *, width: int) -> np.ndarray:
     W-1 - bitlen(x) for x >= 0, W-1 - bitlen(~x) for x < 0; x == 0 gives W-1 (so does x == -1); x == min gives 0.
     """
     width = _check_bits(width, "width", 2, 64)
-    x = _container(x, "x", width)
-    v = x ^ (x >> 63)  # x for x >= 0, ~x = -x-1 for x < 0
-    return _out(_I64(width - 1) - _bit_length(v))
+    return _out(core.norm(_container(x, "x", width), width))
+
+
+def bit_length(x: Any) -> np.ndarray:
+    """Number of significant bits of non-negative integers (Python's ``int.bit_length``); 0 for 0; int64."""
+    arr = _as_int_array(x, "x")
+    if arr.dtype == _U64:
+        raise AttributeValueError(f"x: expected values in [0, 2^63 - 1], got max {int(arr.max())}")
+    if arr.size and int(arr.min()) < 0:
+        raise AttributeValueError(f"x: expected non-negative values, got {int(arr.min())}")
+    return _out(core.bit_length(arr))
+
+
+def trunc_div(a: Any, b: Any) -> np.ndarray:
+    """C integer division a / b, truncating toward zero (``-7 / 2 == -3``); int64, a and b broadcast.
+
+    b must be non-zero; a == -2^63 with b == -1 (whose quotient overflows int64) is refused."""
+    a, b = _broadcast(("a", _as_int_array(a, "a")), ("b", _as_int_array(b, "b")))
+    for name, v in (("a", a), ("b", b)):
+        if v.dtype == _U64:
+            raise AttributeValueError(f"{name}: expected values in the int64 range, got max {int(v.max())}")
+    if b.size and not b.all():
+        raise AttributeValueError("b: expected non-zero divisors, got 0")
+    if a.size and bool(((a == _INT64_MIN) & (b == -1)).any()):
+        raise AttributeValueError("a, b: -2^63 / -1 overflows int64")
+    amin, bmin = a == _INT64_MIN, b == _INT64_MIN
+    if not (amin.any() or bmin.any()):
+        return _out(core.trunc_div(a, b))
+    # |-2^63| overflows: trunc(a / b) = trunc((a + |b|) / b) - sign(b) for a == -2^63; a / -2^63 is 0 or 1
+    b1 = np.where(bmin, _I64(1), b)
+    q = core.trunc_div(np.where(amin, a + np.abs(b1), a), b1) - amin * np.sign(b1)
+    return _out(np.where(bmin, amin.astype(_I64), q))
 
 
 def quantize_fx(x: Any, frac_bits: Any, *, bits: int, mode: str = "half_away") -> np.ndarray:
@@ -475,6 +328,8 @@ __all__ = [
     "asr_rnd",
     "cast_fx",
     "norm",
+    "bit_length",
+    "trunc_div",
     "quantize_fx",
     "dequantize_fx",
 ]

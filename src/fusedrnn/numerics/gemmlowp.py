@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import AttributeValueError, DTypeError
+from . import core
 
 __all__ = [
     "quantize_multiplier",
@@ -90,52 +91,9 @@ def _out(x: np.ndarray, dtype) -> np.ndarray:
     return y[()] if y.ndim == 0 else y
 
 
-def _wrap(x: np.ndarray, bits: int) -> np.ndarray:
-    """Two's-complement wrap of int64 values to a signed ``bits`` container (bits <= 32)."""
-    half = 1 << (bits - 1)
-    return ((x + half) & ((1 << bits) - 1)) - half
-
-
-def _sat(x: np.ndarray, bits: int) -> np.ndarray:
-    return np.clip(x, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-
-
-def _trunc_div_pot(x: np.ndarray, k: int) -> np.ndarray:
-    """C++ ``x / 2**k`` (truncation toward zero) for int64 ``x``."""
-    return (x + ((x >> 63) & ((1 << k) - 1))) >> k
-
-
-def _srdhm(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
-    """SaturatingRoundingDoublingHighMul on raw ``bits``-wide values (VQRDMULH): ties toward +inf, min·min -> max."""
-    ab = a * b
-    nudge = np.where(ab >= 0, 1 << (bits - 2), 1 - (1 << (bits - 2)))
-    out = _trunc_div_pot(ab + nudge, bits - 1)
-    lo = -(1 << (bits - 1))
-    return np.where((a == lo) & (b == lo), (1 << (bits - 1)) - 1, out)
-
-
-def _rdpot(x: np.ndarray, e) -> np.ndarray:
-    """RoundingDivideByPOT: x / 2**e rounded to nearest, ties away from zero; ``e`` int or int64 array."""
-    mask = (np.int64(1) << e) - 1
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> e) + ((x & mask) > threshold)
-
-
-def _srmpot(x: np.ndarray, e: int, bits: int) -> np.ndarray:
-    """SaturatingRoundingMultiplyByPOT<e>: rounding right shift for e < 0, saturating left shift for e > 0."""
-    if e == 0:
-        return x
-    if e < 0:
-        return _rdpot(x, -e)
-    threshold = (1 << (bits - 1 - e)) - 1
-    out = _wrap(x << e, bits)
-    out = np.where(x > threshold, (1 << (bits - 1)) - 1, out)
-    return np.where(x < -threshold, -(1 << (bits - 1)), out)
-
-
 def _const(raw32: int, bits: int) -> int:
     """gemmlowp's RescaleConstantInitializer: an int32 Q-constant rounded to the raw type's width."""
-    return int(_rdpot(np.int64(raw32), 32 - bits))
+    return int(core.rdpot(np.int64(raw32), 32 - bits))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -211,7 +169,7 @@ def srdhm(a, b, *, bits: int = 32) -> np.ndarray:
     """SaturatingRoundingDoublingHighMul of raw ``bits``-wide values: a·b / 2**(bits-1) rounded to nearest, ties
     toward +inf (±nudge, then truncating C++ division); ``a == b == min`` gives ``max``. Broadcasts a with b."""
     bits = _check_bits(bits)
-    return _out(_srdhm(_int_array("a", a, bits), _int_array("b", b, bits), bits), _OUT_DTYPE[bits])
+    return _out(core.srdhm(_int_array("a", a, bits), _int_array("b", b, bits), bits), _OUT_DTYPE[bits])
 
 
 def srdhm32(a, b) -> np.ndarray:
@@ -236,7 +194,11 @@ def rounding_divide_by_pot(x, e) -> np.ndarray:
         bad = int(ea.min()) if int(ea.min()) < 0 else int(ea.max())
         raise AttributeValueError(f"e: expected exponents in [0, 62], got {bad}")
     dtype = np.asarray(x).dtype if isinstance(x, np.ndarray | np.integer) else np.int64
-    return _out(_rdpot(xa, ea), dtype)
+    e_arg = int(ea) if ea.ndim == 0 else ea
+    big = xa > (1 << 62) + (1 << 61) - 1  # x + 2^(e-1) could leave int64: RDPOT(x, e) = RDPOT(x - 2^e, e) + 1
+    if big.any():
+        return _out(core.rdpot(xa - big * (np.int64(1) << ea), e_arg) + big, dtype)
+    return _out(core.rdpot(xa, e_arg), dtype)
 
 
 def multiply_by_quantized_multiplier(x, Q, shift, *, rounding: Rounding = "double",  # noqa: N803
@@ -267,17 +229,11 @@ def multiply_by_quantized_multiplier(x, Q, shift, *, rounding: Rounding = "doubl
             raise AttributeValueError(f"x: expected values in [-2**47, 2**47) for x_bits=64, got {bad}")
         _check_range("shift", sa, -31, 7)
         _check_range("Q", qa, 0, (1 << 31) - 1)
-        reduced = np.where(qa < 0x7FFF0000, (qa + (1 << 15)) >> 16, 0x7FFF)
-        total = 15 - sa
-        return _out(_wrap((xa * reduced + (np.int64(1) << (total - 1))) >> total, 32), np.int32)
+        return _out(core.mbqm64(xa, qa, sa), np.int32)
     _check_range("shift", sa, -31, 30)
     if rounding == "single":
         _check_range("Q", qa, 0, (1 << 31) - 1)
-        total = 31 - sa
-        return _out(_wrap((xa * qa + (np.int64(1) << (total - 1))) >> total, 32), np.int32)
-    left = np.maximum(sa, 0)
-    right = np.maximum(-sa, 0)
-    return _out(_rdpot(_srdhm(_wrap(xa << left, 32), qa, 32), right), np.int32)
+    return _out(core.Requant(qa, sa, rounding)(xa), np.int32)
 
 
 def _check_range(name: str, a: np.ndarray, lo: int, hi: int) -> None:
@@ -294,18 +250,13 @@ def saturating_rounding_multiply_by_pot(x, e: int, *, bits: int = 16) -> np.ndar
     """
     bits = _check_bits(bits)
     e = _int_param("e", e, -(bits - 1), bits - 1)
-    return _out(_srmpot(_int_array("x", x, bits), e, bits), _OUT_DTYPE[bits])
-
-
-def _rounding_half_sum(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
-    s = a + b
-    return _wrap(_trunc_div_pot(s + np.where(s >= 0, 1, -1), 1), bits)
+    return _out(core.srmpot(_int_array("x", x, bits), e, bits), _OUT_DTYPE[bits])
 
 
 def rounding_half_sum(a, b, *, bits: int = 16) -> np.ndarray:
     """gemmlowp ``RoundingHalfSum``: (a + b + sign(a + b)) / 2 with C++ truncating division (ties away from 0)."""
     bits = _check_bits(bits)
-    return _out(_rounding_half_sum(_int_array("a", a, bits), _int_array("b", b, bits), bits), _OUT_DTYPE[bits])
+    return _out(core.rounding_half_sum(_int_array("a", a, bits), _int_array("b", b, bits), bits), _OUT_DTYPE[bits])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -319,26 +270,26 @@ def _exp_on_interval(a: np.ndarray, bits: int) -> np.ndarray:
     """exp(a) for a in [-1/4, 0), F0 in and out: Taylor expansion around -1/8."""
     c = _const(1895147668, bits)  # exp(-1/8)
     third = _const(715827883, bits)  # 1/3
-    x = _wrap(a + (1 << (bits - 4)), bits)  # a + 1/8
-    x2 = _srdhm(x, x, bits)
-    x3 = _srdhm(x2, x, bits)
-    x4 = _srdhm(x2, x2, bits)
-    inner = _wrap(_srdhm(_wrap(_srmpot(x4, -2, bits) + x3, bits), third, bits) + x2, bits)
-    poly = _srmpot(inner, -1, bits)
-    total = c + _srdhm(np.int64(c), _wrap(x + poly, bits), bits)
-    return _sat(total, bits) if bits == 16 else _wrap(total, bits)  # AddSaturatingIf16Bit
+    x = core.wrap(a + (1 << (bits - 4)), bits)  # a + 1/8
+    x2 = core.srdhm(x, x, bits)
+    x3 = core.srdhm(x2, x, bits)
+    x4 = core.srdhm(x2, x2, bits)
+    inner = core.wrap(core.srdhm(core.wrap(core.srmpot(x4, -2, bits) + x3, bits), third, bits) + x2, bits)
+    poly = core.srmpot(inner, -1, bits)
+    total = c + core.srdhm(np.int64(c), core.wrap(x + poly, bits), bits)
+    return core.sat(total, bits) if bits == 16 else core.wrap(total, bits)  # AddSaturatingIf16Bit
 
 
 def _exp_on_negative_values(a: np.ndarray, integer_bits: int, bits: int) -> np.ndarray:
     frac = bits - 1 - integer_bits
     quarter = 1 << (frac - 2)
-    amq = _wrap((a & (quarter - 1)) - quarter, bits)
-    result = _exp_on_interval(_srmpot(amq, integer_bits, bits), bits)
-    remainder = _wrap(amq - a, bits)
+    amq = core.wrap((a & (quarter - 1)) - quarter, bits)
+    result = _exp_on_interval(core.srmpot(amq, integer_bits, bits), bits)
+    remainder = core.wrap(amq - a, bits)
     for exponent, multiplier in _EXP_BARREL:
         if integer_bits > exponent:
             bit_set = ((remainder >> (frac + exponent)) & 1).astype(bool)
-            result = np.where(bit_set, _srdhm(result, np.int64(_const(multiplier, bits)), bits), result)
+            result = np.where(bit_set, core.srdhm(result, np.int64(_const(multiplier, bits)), bits), result)
     if integer_bits > 5:
         clamp = _const(-(1 << (36 - integer_bits)), bits)  # -32.0
         result = np.where(a < clamp, 0, result)
@@ -348,35 +299,36 @@ def _exp_on_negative_values(a: np.ndarray, integer_bits: int, bits: int) -> np.n
 def _newton_one_over_one_plus_x(a: np.ndarray, bits: int) -> np.ndarray:
     """≈ 1/(1 + a) in F2 for a in F0 (0..1): 3 Newton-Raphson steps on the half denominator."""
     one_f2 = 1 << (bits - 3)
-    half_denominator = _rounding_half_sum(a, np.int64((1 << (bits - 1)) - 1), bits)
-    x = _wrap(_const(1515870810, bits) + _srdhm(half_denominator, np.int64(_const(-1010580540, bits)), bits), bits)
+    half_denominator = core.rounding_half_sum(a, np.int64((1 << (bits - 1)) - 1), bits)
+    x = core.wrap(_const(1515870810, bits) + core.srdhm(half_denominator, np.int64(_const(-1010580540, bits)), bits),
+                  bits)
     for _ in range(3):
-        one_minus = _wrap(one_f2 - _srdhm(half_denominator, x, bits), bits)
-        x = _wrap(x + _srmpot(_srdhm(x, one_minus, bits), 2, bits), bits)
+        one_minus = core.wrap(one_f2 - core.srdhm(half_denominator, x, bits), bits)
+        x = core.wrap(x + core.srmpot(core.srdhm(x, one_minus, bits), 2, bits), bits)
     return x
 
 
 def _one_over_one_plus_x(a: np.ndarray, bits: int) -> np.ndarray:
-    return _srmpot(_newton_one_over_one_plus_x(a, bits), 1, bits)
+    return core.srmpot(_newton_one_over_one_plus_x(a, bits), 1, bits)
 
 
 def _one_minus_x_over_one_plus_x(a: np.ndarray, bits: int) -> np.ndarray:
-    return _srmpot(_wrap(_newton_one_over_one_plus_x(a, bits) - (1 << (bits - 3)), bits), 2, bits)
+    return core.srmpot(core.wrap(_newton_one_over_one_plus_x(a, bits) - (1 << (bits - 3)), bits), 2, bits)
 
 
 def _logistic(a: np.ndarray, integer_bits: int, bits: int) -> np.ndarray:
     positive = a > 0
-    abs_input = np.where(positive, a, _wrap(-a, bits))
-    if_positive = _one_over_one_plus_x(_exp_on_negative_values(_wrap(-abs_input, bits), integer_bits, bits), bits)
-    if_negative = _wrap(((1 << (bits - 1)) - 1) - if_positive, bits)
+    abs_input = np.where(positive, a, core.wrap(-a, bits))
+    if_positive = _one_over_one_plus_x(_exp_on_negative_values(core.wrap(-abs_input, bits), integer_bits, bits), bits)
+    if_negative = core.wrap(((1 << (bits - 1)) - 1) - if_positive, bits)
     return np.where(a == 0, _const(1 << 30, bits), np.where(positive, if_positive, if_negative))
 
 
 def _tanh(a: np.ndarray, integer_bits: int, bits: int) -> np.ndarray:
     negative = a < 0
-    n = np.where(negative, a, _wrap(-a, bits))
+    n = np.where(negative, a, core.wrap(-a, bits))
     t = _one_minus_x_over_one_plus_x(_exp_on_negative_values(n, integer_bits + 1, bits), bits)
-    return np.where(a == 0, 0, np.where(negative, _wrap(-t, bits), t))
+    return np.where(a == 0, 0, np.where(negative, core.wrap(-t, bits), t))
 
 
 def exp_on_interval_between_negative_one_quarter_and_0_excl(a, *, bits: int = 16) -> np.ndarray:
@@ -481,16 +433,17 @@ def get_inv_sqrt_quantized_multiplier_exp(x, reverse_shift: int = -1) -> tuple[n
     left_pairs = (clz - 1) // 2 - 1
     shift = shift - left_pairs
     v = v << (2 * left_pairs)
-    half_input = _rdpot(v >> 1, 1)
+    half_input = core.rdpot(v >> 1, 1)
     half_three = (1 << 28) + (1 << 27)  # 1.5 in F3
     est = np.full(v.shape, 1 << 28, dtype=np.int64)  # 1.0 in F3
     for _ in range(5):
-        cube = _srmpot(_srdhm(_srdhm(est, est, 32), est, 32), 6, 32)
-        est = _srmpot(_wrap(_srdhm(np.int64(half_three), est, 32) - _srdhm(half_input, cube, 32), 32), 3, 32)
-    est = _srdhm(est, np.int64(1518500250), 32)  # · sqrt(2)/2
+        cube = core.srmpot(core.srdhm(core.srdhm(est, est, 32), est, 32), 6, 32)
+        diff = core.wrap(core.srdhm(np.int64(half_three), est, 32) - core.srdhm(half_input, cube, 32), 32)
+        est = core.srmpot(diff, 3, 32)
+    est = core.srdhm(est, np.int64(1518500250), 32)  # · sqrt(2)/2
     negative = shift < 0
-    est = np.where(negative, _wrap(est << np.where(negative, -shift, 0), 32), est)
+    est = np.where(negative, core.wrap(est << np.where(negative, -shift, 0), 32), est)
     shift = np.where(negative, 0, shift) * reverse_shift
     est = np.where(small, (1 << 31) - 1, est)
     shift = np.where(small, 0, shift)
-    return _out(_wrap(est, 32), np.int32), _out(_wrap(shift, 32), np.int32)
+    return _out(core.wrap(est, 32), np.int32), _out(core.wrap(shift, 32), np.int32)

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from ..activations import Activation
+from ..kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
 from ..recurrence import reverse_valid_prefix
 from ..rounding import EXACT, RoundingPolicy
 from . import _build
@@ -48,8 +49,8 @@ ACTIVATION_CODES = {
 }
 _KIND = {"lstm": 0, "gru": 1, "rnn": 2}
 _COUPLING = {None: 0, "input_forget": 1, "cifg": 2}
-_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
-_ACT_SLOTS = {"lstm": 3, "gru": 2, "rnn": 1}
+_GATES = GATE_COUNT
+_ACT_SLOTS = {kind: len(acts) for kind, acts in DEFAULT_ACTIVATIONS.items()}
 
 def _default_threads() -> int:
     env = os.environ.get("FUSEDRNN_THREADS", "").strip()

@@ -21,6 +21,7 @@ import numpy as np
 
 from ...numerics.float_formats import round_to_bfloat16, round_to_dlfloat16, round_to_float16
 from ..compiled._build import KernelLibrary
+from ..kinds import GATE_COUNT
 from ..recurrence import stored_biases
 from ..rounding import EXACT, RoundingPolicy
 
@@ -140,7 +141,7 @@ def _run(lib, modes, policy, kind, x, W, R, xbias, hb, h0, c0, reverse, lens, *,
          clip=None, cell_clip=None, coupling=None):
     T, B, I = x.shape
     D, GH = W.shape[0], W.shape[1]
-    H = GH // (4 if kind == "lstm" else 3)
+    H = GH // GATE_COUNT[kind]
     ri, rw, rx = policy.get("inputs"), policy.get("weights"), policy.get("xproj") if split else None
     x = _rounded_copy(x, ri) if ri is not None else np.ascontiguousarray(x, dtype=np.float32)
     h = _rounded_copy(h0, ri)

@@ -15,7 +15,25 @@ import numpy as np
 from ...errors import DTypeError, InputError, UnsupportedFeatureError
 from .ops import BidirectionalSequenceLSTM, SequenceLSTM
 from .reader import ModelInfo, OpInfo, TensorInfo, read_model
-from .slots import LstmOptions, LstmTensors
+from .slots import (
+    BI_AUX_INPUT,
+    BI_BW_AUX_WEIGHTS,
+    BI_BW_OFFSET,
+    BI_BW_STATES,
+    BI_DIRECTION_SLOTS,
+    BI_FW_AUX_WEIGHTS,
+    BI_FW_STATES,
+    BI_INPUTS,
+    BI_RNN_SLOTS,
+    CELL_STATE,
+    GRU_SLOTS,
+    INPUT,
+    N_SLOTS,
+    OUTPUT_STATE,
+    RNN_SLOTS,
+    LstmOptions,
+    LstmTensors,
+)
 
 RECURRENT_OPS = ("LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
                  "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "UNIDIRECTIONAL_SEQUENCE_GRU")
@@ -27,17 +45,25 @@ def _get(info: ModelInfo, idx: tuple[int, ...], k: int) -> TensorInfo | None:
 
 def lstm_tensors(info: ModelInfo, op: OpInfo) -> LstmTensors:
     """The 24 slots (and intermediates) of an LSTM / UNIDIRECTIONAL_SEQUENCE_LSTM node."""
-    slots = [_get(info, op.inputs, k) for k in range(24)]
+    slots = [_get(info, op.inputs, k) for k in range(N_SLOTS)]
     inter = [info.tensors[i] if i >= 0 else None for i in op.intermediates]
     return LstmTensors(slots, inter)
 
 
 def bidirectional_lstm_tensors(info: ModelInfo, op: OpInfo) -> tuple[LstmTensors, LstmTensors]:
     """fw and bw :class:`LstmTensors` of a 48-input BIDIRECTIONAL_SEQUENCE_LSTM node."""
-    g = [_get(info, op.inputs, k) for k in range(48)]
-    fw = [g[0]] + g[1:18] + [g[35], g[36]]
-    bw = [g[0]] + g[18:35] + [g[37], g[38]]
-    return LstmTensors(fw, aux=g[40:44]), LstmTensors(bw, aux=g[44:48])
+    g = [_get(info, op.inputs, k) for k in range(BI_INPUTS)]
+
+    def direction(offset: int, states: tuple[int, int], aux: tuple[int, ...]) -> LstmTensors:
+        slots = [None] * N_SLOTS
+        slots[INPUT] = g[INPUT]
+        for k in BI_DIRECTION_SLOTS:
+            slots[k] = g[k + offset]
+        slots[OUTPUT_STATE], slots[CELL_STATE] = (g[k] for k in states)
+        return LstmTensors(slots, aux=[g[k] for k in aux])
+
+    return (direction(0, BI_FW_STATES, BI_FW_AUX_WEIGHTS),
+            direction(BI_BW_OFFSET, BI_BW_STATES, BI_BW_AUX_WEIGHTS))
 
 
 def build_op(info: ModelInfo, op: OpInfo, *, rounding: str = "double"):
@@ -189,14 +215,17 @@ class Model:
         op = n.op
         from .rnn import BidirectionalSequenceRNN, SequenceGRU
 
+        def slot(k: int):
+            return ins[k] if len(ins) > k else None
+
         if isinstance(op, BidirectionalSequenceLSTM):
-            y = op(ins[0], ins[39] if len(ins) > 39 else None)
+            y = op(ins[INPUT], slot(BI_AUX_INPUT))
         elif isinstance(op, BidirectionalSequenceRNN):
-            y = op(ins[0], ins[9] if len(ins) > 9 else None)
+            y = op(ins[BI_RNN_SLOTS["input"]], slot(BI_RNN_SLOTS["aux_input"]))
         elif isinstance(op, SequenceGRU):
-            y = op(ins[0], ins[1])
+            y = op(ins[GRU_SLOTS["input"]], ins[GRU_SLOTS["hidden_state"]])
         else:
-            y = op(ins[0])
+            y = op(ins[RNN_SLOTS["input"]])
         return [y] if isinstance(y, np.ndarray) else list(y)
 
     def __repr__(self) -> str:

@@ -13,13 +13,21 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedFeatureError
+from ...numerics import core
 from ...numerics.affine import tflite_quantize_rows_asymmetric, tflite_quantize_rows_symmetric
 from ...numerics.int_matmul import IntMatrix
-from ._arith import wrap32
 from .slots import (
+    C_GATE,
+    F_GATE,
+    GATE,
     GATE_BIASES,
+    GATES,
+    I_GATE,
     INPUT_WEIGHTS,
     LAYER_NORM,
+    O_GATE,
+    PEEPHOLE_GATES,
+    PEEPHOLES,
     RECURRENT_WEIGHTS,
     LstmOptions,
     LstmTensors,
@@ -61,7 +69,7 @@ class _QuantMatrix:
         if zp is not None:
             dot -= zp.astype(np.int64)[:, None] * self.row_sums
         scale = (s[:, None] * self.scale[None, :]).astype(_F32)
-        return wrap32(dot).astype(_F32) * scale
+        return core.wrap(dot, 32).astype(_F32) * scale
 
 
 class HybridLstmKernel:
@@ -76,7 +84,7 @@ class HybridLstmKernel:
         H, I, Hp = t.n_cell, t.n_input, t.n_output
         self.n_cell, self.n_input, self.n_output, self.n_aux = H, I, Hp, t.n_aux_input
         self.cifg, self.ln, self.diag = t.cifg, t.layer_norm, diag
-        self.gates = [1, 2, 3] if self.cifg else [0, 1, 2, 3]
+        self.gates = [GATE[g] for g in GATES if not (self.cifg and g == "i")]  # CIFG: no input gate
         G = len(self.gates)
         self.G = G
         self.W = _QuantMatrix([t[INPUT_WEIGHTS[g]] for g in self.gates], "input weights")
@@ -89,14 +97,14 @@ class HybridLstmKernel:
         self.bias = np.concatenate([dequantized(t[GATE_BIASES[g]]) if t[GATE_BIASES[g]] is not None
                                     else np.zeros(H, _F32) for g in self.gates]).astype(_F32)
         self.P = {}
-        for g, k in ((0, 9), (1, 10), (3, 11)):
+        for g, k in ((GATE[p], k) for p, k in zip(PEEPHOLE_GATES, PEEPHOLES, strict=True)):
             if g in self.gates and t[k] is not None:
                 self.P[g] = dequantized(t[k])  # float32(w_q · s): VectorScalarMultiply
         self.L = {g: dequantized(t[LAYER_NORM[g]]) for g in self.gates} if self.ln else {}
         self.proj = None
         if t.projection:
-            self.proj = _QuantMatrix([t[16]], "projection_weights")
-            self.proj_bias = dequantized(t[17])
+            self.proj = _QuantMatrix([t["projection_weights"]], "projection_weights")
+            self.proj_bias = dequantized(t["projection_bias"])
         self.act = opts.fused_activation_function
         self.asym = opts.asymmetric_quantize_inputs
 
@@ -147,24 +155,24 @@ class HybridLstmKernel:
             gates = {}
             for g in self.gates:
                 v = acc[:, gi[g]]
-                if g == 3:
+                if g == O_GATE:
                     continue
                 if g in self.P:
                     v = v + self.P[g] * c
                 if self.ln:
                     v = self._ln(v, g)
-                gates[g] = apply_fused_activation(v.astype(_F32), self.act) if g == 2 else _sigmoid(v)
-            f = gates[1]
-            i = (_F32(1) - f) if self.cifg else gates[0]
+                gates[g] = apply_fused_activation(v.astype(_F32), self.act) if g == C_GATE else _sigmoid(v)
+            f = gates[F_GATE]
+            i = (_F32(1) - f) if self.cifg else gates[I_GATE]
             c = (f * c).astype(_F32)
-            c = (c + (gates[2] * i).astype(_F32)).astype(_F32)
+            c = (c + (gates[C_GATE] * i).astype(_F32)).astype(_F32)
             if self.opts.cell_clip > 0:
                 np.clip(c, -_F32(self.opts.cell_clip), _F32(self.opts.cell_clip), out=c)
-            v = acc[:, gi[3]]
-            if 3 in self.P:
-                v = v + self.P[3] * c
+            v = acc[:, gi[O_GATE]]
+            if O_GATE in self.P:
+                v = v + self.P[O_GATE] * c
             if self.ln:
-                v = self._ln(v, 3)
+                v = self._ln(v, O_GATE)
             o = _sigmoid(v)
             m = (apply_fused_activation(c.copy(), self.act) * o).astype(_F32)
             if self.proj is not None:

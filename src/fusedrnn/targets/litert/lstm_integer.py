@@ -16,11 +16,31 @@ import math
 import numpy as np
 
 from ...errors import AttributeValueError, UnsupportedFeatureError
-from ...numerics import gemmlowp
+from ...numerics import core, gemmlowp
+from ...numerics.core import Requant
 from ...numerics.int_matmul import IntMatrix
 from . import _compiled
-from ._arith import Requant, activation_lut, apply_lut, rdpot_const, saturating_lut, trunc_div, wrap32
-from .slots import GATE_BIASES, INPUT_WEIGHTS, LAYER_NORM, RECURRENT_WEIGHTS, LstmOptions, LstmTensors, per_tensor
+from ._arith import activation_lut, apply_lut, saturating_lut
+from .slots import (
+    C_GATE,
+    F_GATE,
+    GATE,
+    GATE_BIASES,
+    GATES,
+    HIDDEN_INTERMEDIATE,
+    I_GATE,
+    INPUT_WEIGHTS,
+    LAYER_NORM,
+    N_INTERMEDIATES,
+    O_GATE,
+    PEEPHOLE_GATES,
+    PEEPHOLES,
+    PROJECTION_WEIGHTS,
+    RECURRENT_WEIGHTS,
+    LstmOptions,
+    LstmTensors,
+    per_tensor,
+)
 
 ROUNDINGS = ("double", "single")
 _F32 = np.float32
@@ -38,12 +58,6 @@ def _exact_product(M: IntMatrix, a: np.ndarray, out: np.ndarray, fbuf: np.ndarra
     else:
         M.matmul_float(a, out=fbuf, check=False)
         np.copyto(out, fbuf, casting="unsafe")
-
-
-def _sat(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """In-place clamp (two ufunc calls: np.clip's Python-level argument handling costs more at these sizes)."""
-    np.maximum(x, lo, out=x)
-    return np.minimum(x, hi, out=x)
 
 
 class IntegerLstmKernel:
@@ -64,14 +78,14 @@ class IntegerLstmKernel:
         self.rounding, self.opts, self.t = rounding, opts, t
         H, I, Hp = t.n_cell, t.n_input, t.n_output
         self.n_cell, self.n_input, self.n_output, self.n_aux = H, I, Hp, 0
-        for k in INPUT_WEIGHTS + RECURRENT_WEIGHTS + (16,):
+        for k in INPUT_WEIGHTS + RECURRENT_WEIGHTS + (PROJECTION_WEIGHTS,):
             if t[k] is not None and t[k].type_name != "INT8":
                 raise UnsupportedFeatureError(f"slot {k}: the 8x8_16 kernel needs int8 weights, got {t[k].type_name}")
-        if t[0] is None or t[18] is None or t[19] is None:
+        if t["input"] is None or t["output_state"] is None or t["cell_state"] is None:
             raise AttributeValueError("input / output_state / cell_state: the 8x8_16 kernel needs their quantization")
-        s_x, zp_x = per_tensor(t[0], "input")
-        s_h, zp_h = per_tensor(t[18], "output_state")
-        s_c, _ = per_tensor(t[19], "cell_state")
+        s_x, zp_x = per_tensor(t["input"], "input")
+        s_h, zp_h = per_tensor(t["output_state"], "output_state")
+        s_c, _ = per_tensor(t["cell_state"], "cell_state")
         cs = math.log2(s_c)
         if cs != int(cs):
             raise AttributeValueError(f"cell_state: the int16 cell scale must be a power of two, got {s_c!r}")
@@ -79,18 +93,19 @@ class IntegerLstmKernel:
         if not 0 <= 15 + cs <= 6:
             raise UnsupportedFeatureError(f"cell_state: scale 2^{cs} needs tanh with {15 + cs} integer bits; TFLite "
                                           f"supports 0..6 (cell scales 2^-15 .. 2^-9)")
-        inter = list(t.intermediates) + [None] * (5 - len(t.intermediates))
-        if inter[4] is None or not inter[4].quantized:
-            raise AttributeValueError("intermediates[4]: the 8x8_16 kernel needs the effective-hidden scale and zero "
-                                      "point (intermediate 4)")
-        s_hid, zp_hid = per_tensor(inter[4], "intermediates[4]")
+        inter = list(t.intermediates) + [None] * (N_INTERMEDIATES - len(t.intermediates))
+        hid = HIDDEN_INTERMEDIATE
+        if inter[hid] is None or not inter[hid].quantized:
+            raise AttributeValueError(f"intermediates[{hid}]: the 8x8_16 kernel needs the effective-hidden scale and "
+                                      f"zero point (intermediate {hid})")
+        s_hid, zp_hid = per_tensor(inter[hid], f"intermediates[{hid}]")
         self.cifg, self.ln, self.peephole, self.proj = t.cifg, t.layer_norm, t.peephole, t.projection
         # column blocks: the sigmoid gates (i, f, o) first, then the cell gate c, so one look-up covers each kind
-        gates = [1, 3, 2] if self.cifg else [0, 1, 3, 2]  # indices into i, f, c, o
+        gates = [GATE[g] for g in ("fog" if self.cifg else "ifog")]  # indices into the per-gate slots
         self.gates = gates
         G = len(gates)
         inter_scale = []
-        for g in range(4):
+        for g in range(len(GATES)):
             if self.ln:
                 if g in gates:
                     if inter[g] is None or not inter[g].quantized:
@@ -150,7 +165,7 @@ class IntegerLstmKernel:
             if Hp > H:
                 raise UnsupportedFeatureError("cell_to_*_weights: with n_output > n_cell the TFLite 8x8_16 peephole "
                                               "reads past its weights (litert.md section 8); not emulated")
-            for g, k in ((0, 9), (1, 10), (3, 11)):
+            for g, k in ((GATE[p], k) for p, k in zip(PEEPHOLE_GATES, PEEPHOLES, strict=True)):
                 if g not in gates or t[k] is None:
                     continue
                 sp, _ = per_tensor(t[k], f"cell_to_gate weights {k}")
@@ -173,10 +188,11 @@ class IntegerLstmKernel:
         self.hid_req = Requant(*_qm(hq, rounding), rounding)
         self.zp_hid, self.zp_h = zp_hid, zp_h
         if self.proj:
-            Wp = t[16]
+            Wp = t["projection_weights"]
             sp, _ = per_tensor(Wp, "projection_weights")
             self.proj_req = Requant(*_qm(_F32(_F32(sp) * _F32(s_hid)) / _F32(s_h), rounding), rounding)
-            pb = np.zeros(Hp, np.int64) if t[17] is None else t[17].data.astype(np.int64)
+            pb = t["projection_bias"]
+            pb = np.zeros(Hp, np.int64) if pb is None else pb.data.astype(np.int64)
             self.proj_bias = pb + zp_hid * Wp.data.astype(np.int64).sum(axis=1)
             self.Wp = IntMatrix(np.ascontiguousarray(Wp.data.T), a_absmax=128)
         s_out = s_h
@@ -204,23 +220,23 @@ class IntegerLstmKernel:
         n = x.shape[-1]
         s = x.sum(axis=-1, keepdims=True)
         ssq = (x * x).sum(axis=-1, keepdims=True)
-        mean = wrap32(trunc_div(s * 1024, n))
+        mean = core.wrap(core.trunc_div(s * 1024, n), 32)
         var = ssq * ((1 << 20) // n) - mean * mean
-        var2 = wrap32(trunc_div(var, 1 << 20))
+        var2 = core.wrap(core.trunc_div(var, 1 << 20), 32)
         var2 = np.where(var2 < 1, guard, var2)
         a, b = gemmlowp.get_inv_sqrt_quantized_multiplier_exp(var2.astype(np.int32), -1)
-        shifted = wrap32(1024 * x - mean)
+        shifted = core.wrap(1024 * x - mean, 32)
         rescaled = Requant(a.astype(np.int64), b.astype(np.int64), self.rounding)(shifted)
         v3 = rescaled * L + bias  # int64 (TFLite's "TODO: saturate"; the int32 product never overflows in range)
-        v4 = wrap32(trunc_div(np.where(v3 > 0, v3 + 512, v3 - 512), 1024))
-        return _sat(req(v4), -32768, 32767)
+        v4 = core.wrap(core.trunc_div(np.where(v3 > 0, v3 + 512, v3 - 512), 1024), 32)
+        return core.sat(req(v4), 16)
 
     def _peephole(self, gate: np.ndarray, c: np.ndarray, g: int, time_major: bool) -> None:
         P, req = self.P[g]
         Hp, H = self.n_output, self.n_cell
         if Hp == H:
             gate += req(P * c)
-            _sat(gate, -32768, 32767)
+            core.sat(gate, 16, out=gate)
             return
         # the kernel walks n_output elements per batch row of the flat [n_batch * n_cell] buffers
         B = gate.shape[0]
@@ -230,7 +246,7 @@ class IntegerLstmKernel:
         m = nb * Hp
         Pf = np.tile(P[:Hp], nb)
         upd = gf[:, :m] + req(Pf * cf[:, :m])
-        gf[:, :m] = np.clip(upd, -32768, 32767)
+        gf[:, :m] = core.sat(upd, 16)
 
     def _input_term(self, x: np.ndarray) -> np.ndarray:
         """sat16(MBQM(in_bias + Σ x·W)) of every step as int16 [T, B, G*H], in cache-sized chunks of steps."""
@@ -250,9 +266,9 @@ class IntegerLstmKernel:
                 self.in_req.inplace(a, m, self.in_bias_q, self.in_bias)
             else:
                 a += self.in_bias
-                a[...] = wrap32(a)
+                a[...] = core.wrap(a, 32)
                 self.in_req.inplace(a, m)
-            _sat(a, -32768, 32767)
+            core.sat(a, 16, out=a)
             out[t0:t0 + n // B] = a.reshape(-1, B, GH)
         return out
 
@@ -275,9 +291,9 @@ class IntegerLstmKernel:
         nsig = (G - 1) * H  # sigmoid columns (i, f, o or f, o)
         fast = not self.P and not self.ln and not self.rec_wide
         tm = self.opts.time_major
-        fcol = slice(gi[1] * H, (gi[1] + 1) * H)
-        icol = None if self.cifg else slice(gi[0] * H, (gi[0] + 1) * H)
-        ocol = slice(gi[3] * H, (gi[3] + 1) * H)
+        fcol = slice(gi[F_GATE] * H, (gi[F_GATE] + 1) * H)
+        icol = None if self.cifg else slice(gi[I_GATE] * H, (gi[I_GATE] + 1) * H)
+        ocol = slice(gi[O_GATE] * H, (gi[O_GATE] + 1) * H)
         sh_ig = 30 + self.cell_scale
         gate = np.empty((B, G * H), np.int64)
         mask = np.empty((B, G * H), np.int64)
@@ -290,7 +306,7 @@ class IntegerLstmKernel:
                 self.rec_req.inplace(gate, mask, self.rec_bias_q, self.rec_bias)
             else:
                 gate += self.rec_bias
-                gate[...] = wrap32(gate)
+                gate[...] = core.wrap(gate, 32)
                 self.rec_req.inplace(gate, mask)
             gate += gin[s]  # the sum of two saturated int16 terms; saturated below (look-up or clip)
             if fast:
@@ -299,49 +315,49 @@ class IntegerLstmKernel:
                 f, o = sig[:, fcol], sig[:, ocol]
                 i = (32767 - f) if self.cifg else sig[:, icol]
             else:
-                _sat(gate, -32768, 32767)
+                core.sat(gate, 16, out=gate)
                 acts = {}
                 for gg in self.gates:
-                    if gg == 3 and 3 in self.P:
+                    if gg == O_GATE and O_GATE in self.P:
                         continue  # the output gate waits for the new cell
                     v = np.ascontiguousarray(gate[:, gi[gg] * H:(gi[gg] + 1) * H])
                     if gg in self.P:
                         self._peephole(v, c, gg, tm)
                     if self.ln:
                         v = self._layer_norm(v, gg)
-                    acts[gg] = apply_lut(self.tanh3 if gg == 2 else self.sig, v)
-                f, g = acts[1], acts[2]
-                i = (32767 - f) if self.cifg else acts[0]
+                    acts[gg] = apply_lut(self.tanh3 if gg == C_GATE else self.sig, v)
+                f, g = acts[F_GATE], acts[C_GATE]
+                i = (32767 - f) if self.cifg else acts[I_GATE]
             # CwiseMul16 results always fit int16 here (|f·c| >> 15 and |i·g| >> (30 + cs) with 30 + cs >= 15 are
             # <= 32767), so the int16 wrap of the C++ code is a no-op; the add saturates.
-            c = rdpot_const(f * c, 15)
-            c += rdpot_const(i * g, sh_ig)
-            _sat(c, -32768, 32767)
+            c = core.rdpot(f * c, 15)
+            c += core.rdpot(i * g, sh_ig)
+            core.sat(c, 16, out=c)
             if self.qcell_clip > 0:
-                _sat(c, -self.qcell_clip, self.qcell_clip)
+                core.clamp(c, -self.qcell_clip, self.qcell_clip, out=c)
             if not fast:
-                if 3 in acts:
-                    o = acts[3]
+                if O_GATE in acts:
+                    o = acts[O_GATE]
                 else:
-                    v = np.ascontiguousarray(gate[:, gi[3] * H:(gi[3] + 1) * H])
-                    self._peephole(v, c, 3, tm)
+                    v = np.ascontiguousarray(gate[:, gi[O_GATE] * H:(gi[O_GATE] + 1) * H])
+                    self._peephole(v, c, O_GATE, tm)
                     if self.ln:
-                        v = self._layer_norm(v, 3)
+                        v = self._layer_norm(v, O_GATE)
                     o = apply_lut(self.sig, v)
             m = self.hid_req(o * apply_lut(self.tanh_c, c))
             if self.proj:
                 m -= self.zp_hid
-                _sat(m, -128, 127)
+                core.sat(m, 8, out=m)
                 a = self.Wp.matmul(m.astype(np.int8), check=False)
                 a += self.proj_bias
-                h = self.proj_req(wrap32(a))
+                h = self.proj_req(core.wrap(a, 32))
                 h += self.zp_h
-                _sat(h, -128, 127)
+                core.sat(h, 8, out=h)
                 if self.qproj_clip > 0:
-                    _sat(h, -self.qproj_clip, self.qproj_clip)
+                    core.clamp(h, -self.qproj_clip, self.qproj_clip, out=h)
             else:
                 m += self.zp_hid
-                h = _sat(m, -128, 127)
+                h = core.sat(m, 8, out=m)
             h8 = h.astype(np.int8)
             y[s] = h8
         return y, (h8, c.astype(np.int16))

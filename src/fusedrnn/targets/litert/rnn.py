@@ -15,7 +15,7 @@ import numpy as np
 from ...errors import AttributeValueError, ShapeError, UnsupportedFeatureError
 from .lstm_hybrid import _QuantMatrix
 from .ops import _check_input, _Stateful
-from .slots import FUSED_ACTIVATIONS, apply_fused_activation, dequantized
+from .slots import BI_RNN_SLOTS, FUSED_ACTIVATIONS, GRU_SLOTS, RNN_SLOTS, apply_fused_activation, dequantized
 
 _F32 = np.float32
 
@@ -233,14 +233,18 @@ def build_rnn_op(info, op):
     act = o.get("fused_activation_function", "TANH")
     asym = bool(o.get("asymmetric_quantize_inputs", False))
     if op.name == "UNIDIRECTIONAL_SEQUENCE_GRU":
-        h0 = get(1)
-        return SequenceGRU(get(2), get(3), get(4), get(5), None if h0 is None else h0.data)
+        s = GRU_SLOTS
+        h0 = get(s["hidden_state"])
+        return SequenceGRU(get(s["gate_weight"]), get(s["gate_bias"]), get(s["candidate_weight"]),
+                           get(s["candidate_bias"]), None if h0 is None else h0.data)
     if op.name in ("RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"):
-        k = RnnKernel(get(1), get(2), get(3), activation=act, asymmetric=asym)
+        s = RNN_SLOTS
+        k = RnnKernel(get(s["weights"]), get(s["recurrent_weights"]), get(s["bias"]), activation=act, asymmetric=asym)
         return SequenceRNN(k, sequence=op.name != "RNN", time_major=bool(o.get("time_major", False)), name=op.name)
     if op.name == "BIDIRECTIONAL_SEQUENCE_RNN":
-        fw = RnnKernel(get(1), get(2), get(3), get(10), activation=act, asymmetric=asym)
-        bw = RnnKernel(get(5), get(6), get(7), get(11), activation=act, asymmetric=asym)
+        s = BI_RNN_SLOTS
+        fw, bw = (RnnKernel(get(s[f"{d}_weights"]), get(s[f"{d}_recurrent_weights"]), get(s[f"{d}_bias"]),
+                            get(s[f"{d}_aux_weights"]), activation=act, asymmetric=asym) for d in ("fw", "bw"))
         return BidirectionalSequenceRNN(fw, bw, time_major=bool(o.get("time_major", True)),
                                         merge_outputs=bool(o.get("merge_outputs", False)))
     raise UnsupportedFeatureError(f"op {op.index}: {op.name} is not an RNN-family op")

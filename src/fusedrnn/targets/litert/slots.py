@@ -2,7 +2,8 @@
 
 An LSTM direction is described by :class:`LstmTensors`: its 24 input slots (``None`` where absent) and the five
 intermediates; each present slot is a :class:`~fusedrnn.targets.litert.reader.TensorInfo` (data, scale, zero
-point). Gate order is i, f, c (the cell candidate, "g"), o.
+point). Gate order is i, f, c (the cell candidate, "g"), o: ``GATES``, from :mod:`fusedrnn.conventions`. Slots are
+named by ``SLOT`` (LSTM), ``RNN_SLOTS``, ``BI_RNN_SLOTS`` and ``GRU_SLOTS``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ... import conventions
 from ...errors import AttributeValueError, DTypeError, ShapeError, UnsupportedFeatureError
 from .reader import TensorInfo
 
@@ -34,12 +36,39 @@ SLOT_NAMES = (
     "forget_layer_norm_coefficients", "cell_layer_norm_coefficients", "output_layer_norm_coefficients",
 )
 
+N_SLOTS = len(SLOT_NAMES)
+SLOT = {name: k for k, name in enumerate(SLOT_NAMES)}
+"""LSTM input slot by name: ``SLOT["output_state"] == 18`` (``LstmTensors`` also takes the name as its index)."""
+GATES = conventions.gate_order("lstm", "tflite")
+"""The gates of INPUT_WEIGHTS, RECURRENT_WEIGHTS, GATE_BIASES and LAYER_NORM as canonical letters ("ifgo": i, f,
+the cell candidate g, which TFLite calls c, o)."""
+GATE = {g: k for k, g in enumerate(GATES)}
+"""Position of a gate letter in those tuples: ``GATE["f"] == 1``."""
+I_GATE, F_GATE, C_GATE, O_GATE = (GATE[g] for g in "ifgo")
+"""Positions of the input, forget, cell (candidate) and output gates in the per-gate slot tuples."""
+PEEPHOLE_GATES = conventions.get("tflite").peephole_order
+"""The gates of PEEPHOLES ("ifo"): ``PEEPHOLES[PEEPHOLE_GATES.index("o")]`` is cell_to_output_weights."""
+
+N_INTERMEDIATES = 5  # of the 8x8_16 kernel: 0-3 the gates' (i, f, c, o) matmul / layer-norm outputs, 4 the hidden
+HIDDEN_INTERMEDIATE = 4  # the effective hidden state o·tanh(c) before projection
+
 # BIDIRECTIONAL_SEQUENCE_LSTM (48 inputs): slot k (1..17) of fw is k, of bw is k + 17
+BI_INPUTS = 48
+BI_DIRECTION_SLOTS = range(1, 18)  # the per-direction slots, input_to_input_weights .. projection_bias
+BI_BW_OFFSET = 17
 BI_FW_STATES = (35, 36)
 BI_BW_STATES = (37, 38)
 BI_AUX_INPUT = 39
 BI_FW_AUX_WEIGHTS = (40, 41, 42, 43)
 BI_BW_AUX_WEIGHTS = (44, 45, 46, 47)
+
+# RNN / UNIDIRECTIONAL_SEQUENCE_RNN (basic_rnn.cc), BIDIRECTIONAL_SEQUENCE_RNN, the custom UNIDIRECTIONAL_SEQUENCE_GRU
+RNN_SLOTS = {"input": 0, "weights": 1, "recurrent_weights": 2, "bias": 3, "hidden_state": 4}
+BI_RNN_SLOTS = {"input": 0, "fw_weights": 1, "fw_recurrent_weights": 2, "fw_bias": 3, "fw_hidden_state": 4,
+                "bw_weights": 5, "bw_recurrent_weights": 6, "bw_bias": 7, "bw_hidden_state": 8, "aux_input": 9,
+                "fw_aux_weights": 10, "bw_aux_weights": 11}
+GRU_SLOTS = {"input": 0, "hidden_state": 1, "gate_weight": 2, "gate_bias": 3, "candidate_weight": 4,
+             "candidate_bias": 5}
 
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
 
@@ -120,40 +149,41 @@ class LstmTensors:
     aux: list = field(default_factory=lambda: [None] * 4)
 
     def __post_init__(self):
-        if len(self.slots) < 24:
-            self.slots = list(self.slots) + [None] * (24 - len(self.slots))
+        if len(self.slots) < N_SLOTS:
+            self.slots = list(self.slots) + [None] * (N_SLOTS - len(self.slots))
 
-    def __getitem__(self, k: int) -> TensorInfo | None:
-        return self.slots[k]
+    def __getitem__(self, k: int | str) -> TensorInfo | None:
+        """The tensor in slot ``k``: an index or a name of ``SLOT_NAMES`` (``t["cell_state"]``)."""
+        return self.slots[SLOT[k] if isinstance(k, str) else k]
 
     # ---- facts ---------------------------------------------------------------------------------------------
     @property
     def cifg(self) -> bool:
-        return self.slots[1] is None
+        return self["input_to_input_weights"] is None
 
     @property
     def peephole(self) -> bool:
-        return self.slots[11] is not None
+        return self["cell_to_output_weights"] is not None
 
     @property
     def projection(self) -> bool:
-        return self.slots[16] is not None
+        return self["projection_weights"] is not None
 
     @property
     def layer_norm(self) -> bool:
-        return self.slots[21] is not None
+        return self["forget_layer_norm_coefficients"] is not None
 
     @property
     def n_cell(self) -> int:
-        return self.slots[2].shape[0]
+        return self["input_to_forget_weights"].shape[0]
 
     @property
     def n_input(self) -> int:
-        return self.slots[2].shape[1]
+        return self["input_to_forget_weights"].shape[1]
 
     @property
     def n_output(self) -> int:
-        return self.slots[16].shape[0] if self.projection else self.n_cell
+        return self["projection_weights"].shape[0] if self.projection else self.n_cell
 
     @property
     def n_aux_input(self) -> int:
@@ -161,14 +191,14 @@ class LstmTensors:
 
     @property
     def diagonal(self) -> bool:
-        return len(self.slots[6].shape) == 1
+        return len(self["recurrent_to_forget_weights"].shape) == 1
 
     def kind(self) -> str:
         """``"float"``, ``"hybrid"`` or ``"integer"`` (8x8_16) from the tensor types."""
-        w = self.slots[2].type_name
-        inp = self.slots[0].type_name if self.slots[0] is not None else "FLOAT32"
+        w = self["input_to_forget_weights"].type_name
+        inp = self["input"].type_name if self["input"] is not None else "FLOAT32"
         if inp == "INT8":
-            cell = self.slots[19]
+            cell = self["cell_state"]
             if cell is not None and cell.type_name != "INT16":
                 raise UnsupportedFeatureError(f"cell_state: the integer LSTM kernel supported is 8x8_16 (int16 cell "
                                               f"state); got {cell.type_name} (8x8_8 is not implemented)")
@@ -184,17 +214,18 @@ class LstmTensors:
     def validate(self, diagonal: bool = False) -> None:
         """Check presence rules and shapes (raise ShapeError / AttributeValueError naming the slot)."""
         s = self.slots
-        for k in (2, 3, 4, 6, 7, 8, 13, 14, 15):
+        for k in (slots[GATE[g]] for slots in (INPUT_WEIGHTS, RECURRENT_WEIGHTS, GATE_BIASES) for g in "fgo"):
             if s[k] is None or s[k].data is None:
                 raise AttributeValueError(f"{SLOT_NAMES[k]}: required constant tensor (slot {k}) is missing")
         n_cell, n_input, n_output = self.n_cell, self.n_input, self.n_output
-        cifg = s[1] is None
-        if cifg != (s[5] is None):
+        wi, ri, bi = INPUT_WEIGHTS[GATE["i"]], RECURRENT_WEIGHTS[GATE["i"]], GATE_BIASES[GATE["i"]]
+        cifg = s[wi] is None
+        if cifg != (s[ri] is None):
             raise AttributeValueError("input_to_input_weights / recurrent_to_input_weights: CIFG needs both absent, "
-                                      f"got slot 1 {'absent' if s[1] is None else 'present'}, slot 5 "
-                                      f"{'absent' if s[5] is None else 'present'}")
-        if not cifg and s[12] is None:
-            raise AttributeValueError("input_gate_bias: required (slot 12) unless CIFG")
+                                      f"got slot {wi} {'absent' if s[wi] is None else 'present'}, slot {ri} "
+                                      f"{'absent' if s[ri] is None else 'present'}")
+        if not cifg and s[bi] is None:
+            raise AttributeValueError(f"input_gate_bias: required (slot {bi}) unless CIFG")
         rec_shape = (n_cell,) if diagonal else (n_cell, n_output)
         expect = {k: (n_cell, n_input) for k in INPUT_WEIGHTS}
         expect.update({k: rec_shape for k in RECURRENT_WEIGHTS})
@@ -203,15 +234,19 @@ class LstmTensors:
         for k, shp in expect.items():
             if s[k] is not None and tuple(s[k].shape) != shp:
                 raise ShapeError(f"{SLOT_NAMES[k]}: expected shape {shp} (slot {k}), got {tuple(s[k].shape)}")
-        if s[9] is None and s[11] is not None and not cifg:
-            raise AttributeValueError("cell_to_input_weights: peepholes without CIFG need all three (slots 9-11)")
-        if (s[10] is None) != (s[11] is None):
+        p_i, p_f, p_o = (s[PEEPHOLES[PEEPHOLE_GATES.index(g)]] for g in "ifo")
+        if p_i is None and p_o is not None and not cifg:
+            raise AttributeValueError(f"cell_to_input_weights: peepholes without CIFG need all three (slots "
+                                      f"{min(PEEPHOLES)}-{max(PEEPHOLES)})")
+        if (p_f is None) != (p_o is None):
             raise AttributeValueError("cell_to_forget_weights / cell_to_output_weights: both or neither")
-        ln = [s[k] is not None for k in LAYER_NORM]
-        if any(ln) and not all(ln[1:]):
-            raise AttributeValueError("layer_norm_coefficients: forget, cell and output (slots 21-23) come together")
-        if s[17] is not None and s[16] is None:
-            raise AttributeValueError("projection_bias: needs projection_weights (slot 16)")
+        ln = {g: s[LAYER_NORM[GATE[g]]] is not None for g in GATES}
+        if any(ln.values()) and not all(ln[g] for g in "fgo"):
+            fgo = sorted(LAYER_NORM[GATE[g]] for g in "fgo")
+            raise AttributeValueError(f"layer_norm_coefficients: forget, cell and output (slots {fgo[0]}-{fgo[-1]}) "
+                                      f"come together")
+        if s[PROJECTION_BIAS] is not None and s[PROJECTION_WEIGHTS] is None:
+            raise AttributeValueError(f"projection_bias: needs projection_weights (slot {PROJECTION_WEIGHTS})")
         for j, a in enumerate(self.aux):
             if a is not None and tuple(a.shape)[0] != n_cell:
                 raise ShapeError(f"aux_input_to_{'ifco'[j]}_weights: expected {n_cell} rows, got {tuple(a.shape)}")

@@ -8,13 +8,27 @@ rewritten and written back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ...errors import AttributeValueError
 from .reader import TensorInfo
 from .schema import enum_value, schema
+from .slots import (
+    BI_AUX_INPUT,
+    BI_BW_AUX_WEIGHTS,
+    BI_BW_OFFSET,
+    BI_BW_STATES,
+    BI_DIRECTION_SLOTS,
+    BI_FW_AUX_WEIGHTS,
+    BI_FW_STATES,
+    BI_INPUTS,
+    CELL_STATE,
+    INPUT,
+    OUTPUT_STATE,
+    const,
+)
 
 # builtin op -> (options table name); the options are given as a dict of snake_case fields
 OPTION_TABLES = {
@@ -215,8 +229,6 @@ def lstm_model(t, options: dict, *, batch: int, time: int = 1, version: int | No
     [T, B, I] when ``time_major``; [B, I] for LSTM) of slot 0's type and quantization, output of the output
     state's type and quantization, variable state tensors 18/19, the constant slots of ``t``
     (:class:`~fusedrnn.targets.litert.slots.LstmTensors`) and its intermediates."""
-    from dataclasses import replace
-
     tm = bool(options.get("time_major", False))
     n_in, n_out = t.n_input + 0, t.n_output
     shape_x = (time, batch, n_in) if tm else (batch, time, n_in)
@@ -225,11 +237,12 @@ def lstm_model(t, options: dict, *, batch: int, time: int = 1, version: int | No
         shape_x, shape_y = (batch, n_in), (batch, n_out)
         options = {k: v for k, v in options.items() if k not in ("time_major", "diagonal_recurrent_tensors")}
     kind = t.kind()
-    x = replace(t[0], shape=shape_x, data=None, is_variable=False, name="x")
-    h = replace(t[18], shape=(batch, n_out), data=None, is_variable=True, name="output_state")
-    c = replace(t[19], shape=(batch, t.n_cell), data=None, is_variable=True, name="cell_state")
+    x = replace(t["input"], shape=shape_x, data=None, is_variable=False, name="x")
+    h = replace(t["output_state"], shape=(batch, n_out), data=None, is_variable=True, name="output_state")
+    c = replace(t["cell_state"], shape=(batch, t.n_cell), data=None, is_variable=True, name="cell_state")
     y = replace(h, shape=shape_y, is_variable=False, name="y")
-    slots = [x] + list(t.slots[1:18]) + [h, c] + list(t.slots[20:24])
+    slots = list(t.slots)
+    slots[INPUT], slots[OUTPUT_STATE], slots[CELL_STATE] = x, h, c
     if version is None:
         version = 1
         if kind == "hybrid":
@@ -244,30 +257,26 @@ def bidirectional_lstm_model(fw, bw, options: dict, *, batch: int, time: int, au
     """A model with one BIDIRECTIONAL_SEQUENCE_LSTM (48 inputs): graph inputs x and, with ``aux_input_size``,
     aux_input; outputs fw_output and bw_output, or one merged output when ``merge_outputs``. ``fw.aux`` /
     ``bw.aux`` hold the aux weights (stacking mode) or are empty (the bw cell then reads aux_input)."""
-    from dataclasses import replace
-
-    from .slots import const
-
     tm = bool(options.get("time_major", True))
     merge = bool(options.get("merge_outputs", False))
 
     def seq(n):
         return (time, batch, n) if tm else (batch, time, n)
 
-    x = replace(fw[0], shape=seq(fw.n_input), data=None, is_variable=False, name="x")
-    inputs = [None] * 48
-    inputs[0] = x
-    for k in range(1, 18):
+    x = replace(fw["input"], shape=seq(fw.n_input), data=None, is_variable=False, name="x")
+    inputs = [None] * BI_INPUTS
+    inputs[INPUT] = x
+    for k in BI_DIRECTION_SLOTS:
         inputs[k] = fw[k]
-        inputs[k + 17] = bw[k]
-    for d, (t, base) in enumerate(((fw, 35), (bw, 37))):
-        inputs[base] = const(f"h{d}", None, type_name="FLOAT32", shape=(batch, t.n_output), is_variable=True)
-        inputs[base + 1] = const(f"c{d}", None, type_name="FLOAT32", shape=(batch, t.n_cell), is_variable=True)
+        inputs[k + BI_BW_OFFSET] = bw[k]
+    for d, (t, (h_slot, c_slot)) in enumerate(((fw, BI_FW_STATES), (bw, BI_BW_STATES))):
+        inputs[h_slot] = const(f"h{d}", None, type_name="FLOAT32", shape=(batch, t.n_output), is_variable=True)
+        inputs[c_slot] = const(f"c{d}", None, type_name="FLOAT32", shape=(batch, t.n_cell), is_variable=True)
     if aux_input_size:
-        inputs[39] = const("aux_input", None, type_name="FLOAT32", shape=seq(aux_input_size))
+        inputs[BI_AUX_INPUT] = const("aux_input", None, type_name="FLOAT32", shape=seq(aux_input_size))
         for j in range(4):
-            inputs[40 + j] = fw.aux[j]
-            inputs[44 + j] = bw.aux[j]
+            inputs[BI_FW_AUX_WEIGHTS[j]] = fw.aux[j]
+            inputs[BI_BW_AUX_WEIGHTS[j]] = bw.aux[j]
     if merge:
         outs = [const("y", None, type_name="FLOAT32", shape=seq(fw.n_output + bw.n_output))]
     else:

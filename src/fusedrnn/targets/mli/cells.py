@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import conventions
 from . import _arith as A
 from . import _compiled as C
 from . import dense as D
@@ -22,6 +23,11 @@ SA8_LSTM_IR = (1, 0, 4)  # scale, zero point, scale_frac_bits of the LSTM gate p
 SA8_GRU_IR = (21, 0, 9)
 SA8_ONE = (1, -128, 8)  # GRU "one" = 127 in these parameters (255/256)
 FX_ONE = 32767  # frac 15
+LSTM_GATE = {g: k for k, g in enumerate(conventions.gate_order("lstm", "mli2"))}  # MLI's blocks: i, g, f, o
+GRU_GATE = {g: k for k, g in enumerate(conventions.gate_order("gru", "mli2"))}  # z, r, n
+if GRU_GATE["n"] != 2:  # the GRU loop splits the blocks into [z, r] (one sigmoid) and [n]
+    raise ImportError(f"mli: the GRU loop expects the candidate block last, got {tuple(GRU_GATE)}")
+_ZR, _N = slice(0, 2), slice(2, 3)
 WMAX = {"fx16": 32768, "fx16_fx8_fx8": 128, "sa8": 128}
 XMAX = {"fx16": 32768, "fx16_fx8_fx8": 32768, "sa8": 128}
 
@@ -163,8 +169,7 @@ def _ir(r0t, r1, flavor: str) -> np.ndarray:
     values for the 32-bit flavours, so their int64 sum is exact)."""
     if flavor == "fx16":
         return D.finish(A.add_sat(r0t, r1, 64), flavor)
-    lo, hi = A.lim(D.IO_BITS[flavor])
-    return np.clip(r0t + r1, lo, hi)
+    return A.sat(r0t + r1, D.IO_BITS[flavor])
 
 
 def _needs_wrap(W, flavor: str, zp: int = 0) -> bool:
@@ -180,7 +185,7 @@ def _needs_wrap(W, flavor: str, zp: int = 0) -> bool:
 def _rec(h, mat, pair, flavor: str, wrap_needed: bool, mode: str):
     """The recurrent pair's requantized partial r_1 for states h."""
     acc = D.dot(_small(h, flavor), mat, pair)
-    return D.requant_partial(D.wrap_acc(acc, flavor) if wrap_needed else acc, pair, mode)
+    return D.requant_partial(A.wrap(acc, D.ACC_WIDTH[flavor]) if wrap_needed else acc, pair, mode)
 
 
 def _order(T: int, reverse: bool):
@@ -242,11 +247,11 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
         return _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair1, pair_out, luts, mode, act, reverse,
                               valid, cache)
     Y = np.zeros((T, B, M), np.int64)
-    sig_idx = np.array([0, 2, 3])
+    sig_idx = np.array([LSTM_GATE[g] for g in "ifo"])
     for s, t in enumerate(_order(T, reverse)):
         ir = _ir(r0[t], _rec(h, rmat, pair1, flavor, wrap, mode), flavor).reshape(B, 4, M)
         sg, qs = _act("sigm", ir[:, sig_idx], qir, flavor, luts, mode)
-        g, qt = _act("tanh", ir[:, 1], qir, flavor, luts, mode)
+        g, qt = _act("tanh", ir[:, LSTM_GATE["g"]], qir, flavor, luts, mode)
         i, f, o = sg[:, 0], sg[:, 1], sg[:, 2]
         cn = _mul(c, q.cell, f, qs, q.cell, flavor, mode)
         g = _mul(g, qt, i, qs, qt, flavor, mode)
@@ -282,24 +287,24 @@ def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
     qir = _ir_quant(q, SA8_GRU_IR, 11)
     per_tensor = flavor == "sa8" and A.i64(q.wi[0]).size == 1
     tweak = gru_tweak_faithful if (per_tensor and faithful) else None
-    zr = np.arange(2)
+    zr, n_blk = np.arange(_ZR.start, _ZR.stop), np.arange(_N.start, _N.stop)
     pz = _input_pair(q, qir, full_accu, mode, M, zr, cache=cache)
-    pn = _input_pair(q, qir, full_accu, mode, M, np.array([2]), tweak, cache=cache)
+    pn = _input_pair(q, qir, full_accu, mode, M, n_blk, tweak, cache=cache)
     b = A.i64(bias)
     lib = C.library(engine)
-    r0_zr = _input_partials(x, Wi[:2], b[:2], pz, flavor, full_accu, mode, _mat(cache, "wi_zr", Wi[:2], flavor), lib,
+    r0_zr = _input_partials(x, Wi[_ZR], b[_ZR], pz, flavor, full_accu, mode, _mat(cache, "wi_zr", Wi[_ZR], flavor), lib,
                             cache, "wi_zr")
-    r0_n = _input_partials(x, Wi[2:], b[2:], pn, flavor, full_accu, mode, _mat(cache, "wi_n", Wi[2:], flavor), lib,
+    r0_n = _input_partials(x, Wi[_N], b[_N], pn, flavor, full_accu, mode, _mat(cache, "wi_n", Wi[_N], flavor), lib,
                            cache, "wi_n")
-    mat_zr = _mat(cache, "wo_zr", Wo[:2], flavor)
-    mat_n = _mat(cache, "wo_n", Wo[2:], flavor)
-    wrap_zr, wrap_n = _needs_wrap(Wo[:2], flavor, 128), _needs_wrap(Wo[2:], flavor, 128)
+    mat_zr = _mat(cache, "wo_zr", Wo[_ZR], flavor)
+    mat_n = _mat(cache, "wo_n", Wo[_N], flavor)
+    wrap_zr, wrap_n = _needs_wrap(Wo[_ZR], flavor, 128), _needs_wrap(Wo[_N], flavor, 128)
     h = A.i64(h0).copy()
     qh = q.h0
     one, qone = (127, SA8_ONE) if flavor == "sa8" else (FX_ONE, 15)
     if lib is not None:
         pairs = [(qq, _pair(flavor, qq, q.wo, qir, full_accu, mode, M, zr, cache=cache),
-                  _pair(flavor, qq, q.wo, qir, full_accu, mode, M, np.array([2]), tweak, cache=cache))
+                  _pair(flavor, qq, q.wo, qir, full_accu, mode, M, n_blk, tweak, cache=cache))
                  for qq in (qh, q.out)]
         return _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap_zr or wrap_n, h, q, qir, pairs, luts, mode,
                              (one, qone), reverse, valid, cache)
@@ -308,10 +313,10 @@ def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
     for s, t in enumerate(_order(T, reverse)):
         if p1_zr is None:
             p1_zr = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, zr, cache=cache)
-            p1_n = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, np.array([2]), tweak, cache=cache)
+            p1_n = _pair(flavor, qh, q.wo, qir, full_accu, mode, M, n_blk, tweak, cache=cache)
         ir = _ir(r0_zr[t], _rec(h, mat_zr, p1_zr, flavor, wrap_zr, mode), flavor).reshape(B, 2, M)
         zr_act, qs = _act("sigm", ir, qir, flavor, luts, mode)
-        z, r = zr_act[:, 0], zr_act[:, 1]
+        z, r = zr_act[:, GRU_GATE["z"] - _ZR.start], zr_act[:, GRU_GATE["r"] - _ZR.start]
         hr = _mul(r, qs, h, qh, qh, flavor, mode)
         hz = _mul(h, qh, z, qs, qh, flavor, mode)
         omz = _addsub(np.int64(one), qone, z, qs, qs, flavor, mode, sub=True)
@@ -453,9 +458,9 @@ def _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap, h, q, qir, pairs, l
     T = r0_zr.shape[0]
     keep, a, h, Y = _base(flavor, mode, r0_zr, Wo.shape[-1], reverse, wrap, valid, h, 3)
     a.r0n = keep(r0_n)
-    wt, w2 = _weights_t(cache, "wo_zr_t16", Wo[:2])
+    wt, w2 = _weights_t(cache, "wo_zr_t16", Wo[_ZR])
     a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(mat_zr.column_sums, np.int64)
-    wt, w2 = _weights_t(cache, "wo_n_t16", Wo[2:])
+    wt, w2 = _weights_t(cache, "wo_n_t16", Wo[_N])
     a.Wn, a.Wn2, a.np_n, a.csn = keep(wt), keep(w2), w2.shape[1], keep(mat_n.column_sums, np.int64)
     qs, qt = (SA8_OUT["sigm"], SA8_OUT["tanh"]) if flavor == "sa8" else (15, 15)
     a.sig, a.tnh = _actc(keep, "sigm", qir, flavor, luts, mode), _actc(keep, "tanh", qir, flavor, luts, mode)

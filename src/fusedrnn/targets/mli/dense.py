@@ -15,6 +15,7 @@ import numpy as np
 from . import _arith as A
 
 ACC_WIDTH = {"fx16": 64, "fx16_fx8_fx8": 32, "fx8": 32, "sa8": 32}
+"""The accumulator's width: MACs wrap at it (``wrap(acc, 64)`` is the exact 64-bit accumulator of fx16)."""
 IO_BITS = {"fx16": 16, "fx16_fx8_fx8": 16, "fx8": 8, "sa8": 8}
 
 
@@ -91,11 +92,6 @@ def dot(x, mat, pair: Pair) -> np.ndarray:
     return acc
 
 
-def wrap_acc(acc, flavor: str) -> np.ndarray:
-    """The accumulator after wrapping MACs: int32 wrap for 32-bit accumulators, exact for fx16."""
-    return A.wrap(acc, 32) if ACC_WIDTH[flavor] == 32 else acc
-
-
 def requant_partial(acc, pair: Pair, mode: str) -> np.ndarray:
     """r_i of §2.6 (the per-input requantization to the output scale, before the saturating sum)."""
     f = pair.flavor
@@ -139,7 +135,7 @@ def rnn_dense(xs, mats, pairs, b, flavor: str, full_accu: bool, mode: str, zp_ou
         acc = dot(x, mat, pair)
         if i == 0:
             acc = acc + bias_term(b, pair, full_accu, mode)
-        r = requant_partial(wrap_acc(acc, flavor), pair, mode)
+        r = requant_partial(A.wrap(acc, ACC_WIDTH[flavor]), pair, mode)
         R = r if R is None else A.add_sat(R, r, 64 if flavor == "fx16" else 32)
     return finish(R, flavor, zp_out)
 
@@ -147,7 +143,7 @@ def rnn_dense(xs, mats, pairs, b, flavor: str, full_accu: bool, mode: str, zp_ou
 def first_partial(x, mat, pair: Pair, b, flavor: str, full_accu: bool, mode: str) -> np.ndarray:
     """r_0 of :func:`rnn_dense` (input 0 with the bias), for precomputing the input projection of a sequence."""
     acc = dot(x, mat, pair) + bias_term(b, pair, full_accu, mode)
-    return requant_partial(wrap_acc(acc, flavor), pair, mode)
+    return requant_partial(A.wrap(acc, ACC_WIDTH[flavor]), pair, mode)
 
 
 def fc_result(acc, pair: Pair, flavor: str, full_accu: bool, mode: str, zp_out: int = 0) -> np.ndarray:

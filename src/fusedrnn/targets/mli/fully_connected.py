@@ -84,7 +84,7 @@ def _fc(flavor: str, ext_bias: bool, in_, weights, bias, cfg, out) -> None:
         lo, hi = D.relu_limits(relu, D.IO_BITS[flavor], 0, 1, out.frac_bits)
         zp_out = 0
     mat = A.int_matrix(W, WMAX[in_.el_type])
-    acc = D.wrap_acc(D.dot(x, mat, pair), flavor)
+    acc = A.wrap(D.dot(x, mat, pair), D.ACC_WIDTH[flavor])
     acc = D.fc_bias_add(acc, b, pair, flavor, bld.full_accu, mode)
     y = np.clip(D.fc_result(acc, pair, flavor, bld.full_accu, mode, zp_out), lo, hi)
     out.el_type = in_.el_type

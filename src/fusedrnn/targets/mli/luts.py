@@ -96,7 +96,7 @@ def lut_eval(q, lut: Lut, fi: int, mode: str, sa: tuple[int, int, int] | None = 
             s, z, f = sa
             x = A.rnd((q - z) * s, f - fi, 32, mode)
         x = A.asr(x, pre, 32)
-        idx = np.clip(A.add_sat(x >> shift_in, lut.input_offset, 32), 0, n - 2)
+        idx = A.clamp(A.add_sat(x >> shift_in, lut.input_offset, 32), 0, n - 2)
         frac = x & ((1 << shift_in) - 1)
         y0 = L[idx]
         return y0 - A.sat(A.rnd((y0 - L[idx + 1]) * frac, shift_in, 32, mode), 16)
@@ -105,7 +105,7 @@ def lut_eval(q, lut: Lut, fi: int, mode: str, sa: tuple[int, int, int] | None = 
     else:
         s, z, f = sa
         x = A.sat((q - z) * int(A.rnd(s, f - fi, 32, mode)), 16)
-    idx = np.clip(A.add_sat(A.asl(x, -shift_in, 32), lut.input_offset, 32), 0, n - 1)
+    idx = A.clamp(A.add_sat(A.asl(x, -shift_in, 32), lut.input_offset, 32), 0, n - 1)
     return L[idx]
 
 

@@ -21,6 +21,7 @@ import functools
 
 import numpy as np
 
+from ... import conventions
 from . import _arith as A
 from . import _compiled as C
 from .checks import check_out, check_tensor, check_types
@@ -31,6 +32,7 @@ from .status import Status, define_kernels, fail, require
 S = Status
 FX8, FX16 = ElType.MLI_EL_FX_8, ElType.MLI_EL_FX_16
 MODE = "convergent"
+LSTM1_GATE = {g: k for k, g in enumerate(conventions.gate_order("lstm", "mli1"))}  # MLI 1.x blocks: i, g, f, o
 FLAVORS = {"fx16": (FX16, FX16, 16), "fx8": (FX8, FX8, 8), "fx8w16d": (FX16, FX8, 16)}  # data, weights, bits
 LUTS1 = {"sigm": make_lut("sigm", "1.x"), "tanh": make_lut("tanh", "1.x")}
 
@@ -132,8 +134,8 @@ def lstm1x_sequence(x, h0, c0, Wx, Wh, b, *, f_in, f_prev, f_w, f_b, f_cell, f_o
                                 valid)
     for t in range(T):
         ir = dense1x(x[t], h, Wx2, Wh2, b2, f_in, f_prev, f_w, f_b, f_ir, flavor).reshape(B, G, M)
-        i, f, o = (_act("sigm", ir[:, k], f_ir, bits) for k in (0, 2, 3))
-        g = _act("tanh", ir[:, 1], f_ir, bits)
+        i, f, o = (_act("sigm", ir[:, LSTM1_GATE[k]], f_ir, bits) for k in "ifo")
+        g = _act("tanh", ir[:, LSTM1_GATE["g"]], f_ir, bits)
         v = A.rnd(i * g, one - f_cell, 32, MODE) + f * c
         cn = A.sat(A.rnd(v, one, 32, MODE), bits)
         if act == "none":

@@ -12,15 +12,10 @@ import math
 
 import numpy as np
 
+from ...numerics import core
+
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 KERNEL_INT16_MIN, KERNEL_INT16_MAX = -(2**16), 2**16 - 1  # the kernel's "INT16" limits (defect 2)
-
-
-def wrap(x: np.ndarray, bits: int) -> np.ndarray:
-    """Two's-complement wrap of int64 values to ``bits`` bits (result int64)."""
-    m = np.int64(1) << np.int64(bits)
-    h = np.int64(1) << np.int64(bits - 1)
-    return ((x + h) & (m - 1)) - h
 
 
 def c_one_shl(n: int) -> int:
@@ -33,14 +28,12 @@ def c_one_shl(n: int) -> int:
 def _rounded_shift(x: np.ndarray, shift: int, half: int) -> np.ndarray:
     """sign(x) * ((|x| + half) >> shift) for int64 x, without branches:
     x >= 0: (x + half) >> shift;  x < 0: -((-x + half) >> shift) = (x - half + 2^shift - 1) >> shift (floor/ceil
-    identity, valid for any integer half, including the kernel's negative INT_MIN at shift 32)."""
-    delta = half - ((1 << shift) - 1 - half)  # off_pos - off_neg; 1 for the usual half = 2^(shift-1)
-    if delta == 1:
-        return (x + np.int64(half) + (x >> np.int64(63))) >> np.int64(shift)  # x >> 63 is -1 for x < 0, else 0
+    identity, valid for any integer half, including the kernel's negative INT_MIN at shift 32). The usual half
+    2^(shift-1) is gemmlowp's RoundingDivideByPOT (round half away from zero)."""
+    if half == 1 << (shift - 1):
+        return core.rdpot(x, shift)
+    delta = half - ((1 << shift) - 1 - half)  # off_pos - off_neg (1 for the usual half)
     return (x + np.int64(half) - (x < 0) * np.int64(delta)) >> np.int64(shift)
-
-
-_I32_MIN, _I32_MAX = np.int64(INT32_MIN), np.int64(INT32_MAX)
 
 
 def srs(x: np.ndarray, shift: int, *, faithful: bool = True, bound: int | None = None) -> np.ndarray:
@@ -58,7 +51,7 @@ def srs(x: np.ndarray, shift: int, *, faithful: bool = True, bound: int | None =
         r = _rounded_shift(x, shift, half)
     if not faithful or (bound is not None and ((bound + abs(half if shift else 0)) >> shift) <= INT32_MAX):
         return r
-    return np.minimum(np.maximum(r, _I32_MIN), _I32_MAX)
+    return core.sat(r, 32)
 
 
 def srs_fn(shift: int, *, faithful: bool = True, bound: int | None = None):
@@ -68,28 +61,18 @@ def srs_fn(shift: int, *, faithful: bool = True, bound: int | None = None):
     else:
         half = c_one_shl(shift - 1) if faithful else 1 << (shift - 1)
     saturate = faithful and not (bound is not None and ((bound + abs(half)) >> shift) <= INT32_MAX)
-    h, s = np.int64(half), np.int64(shift)
-    delta = half - ((1 << shift) - 1 - half)
     if shift == 0:
         def shifted(x):
             return x
-    elif delta == 1:
+    elif half == 1 << (shift - 1):
         def shifted(x):
-            return (x + h + (x >> _I63)) >> s
+            return core.rdpot(x, shift)
     else:
-        d = np.int64(delta)
-
         def shifted(x):
-            return (x + h - (x < 0) * d) >> s
+            return _rounded_shift(x, shift, half)
     if not saturate:
         return shifted
-    return lambda x: np.minimum(np.maximum(shifted(x), _I32_MIN), _I32_MAX)
-
-
-_I63 = np.int64(63)
-
-
-_K16_MIN, _K16_MAX = np.int64(KERNEL_INT16_MIN), np.int64(KERNEL_INT16_MAX)
+    return lambda x: core.sat(shifted(x), 32)
 
 
 def srs_hidden(x: np.ndarray, shift: int) -> np.ndarray:
@@ -103,7 +86,7 @@ def srs_hidden_fn(shift: int):
     shifted = srs_fn(shift, faithful=True, bound=0)  # bound=0: no int32 saturation here
 
     def f(x):
-        return np.minimum(np.maximum(shifted(x), _K16_MIN), _K16_MAX).astype(np.int16)
+        return core.clamp(shifted(x), KERNEL_INT16_MIN, KERNEL_INT16_MAX).astype(np.int16)
 
     return f
 
@@ -147,7 +130,7 @@ def round_short_c(v: float) -> int:
         q = KERNEL_INT16_MAX
     else:
         q = math.trunc(r)
-    return ((q + 32768) & 0xFFFF) - 32768
+    return int(core.wrap(q, 16))
 
 
 def ceil_log2(v: float) -> float:

@@ -12,6 +12,8 @@ import threading
 
 import numpy as np
 
+from ... import conventions
+from ...numerics import core
 from ...numerics.int_matmul import IntMatrix, int_matmul
 from . import _compiled
 from .fixed import round_half_away, round_int_c_small, srs, srs_fn, srs_hidden_fn
@@ -19,6 +21,10 @@ from .params import KernelParams
 from .tanhf import tanhf
 
 _F32 = np.float32
+_ORDER = conventions.gate_order("lstm", "quark")  # the gate blocks of W, R and B: i, o, f, c (c = candidate g)
+_I, _O, _F, _C = (_ORDER.index(g) for g in "iofg")
+if _C != 3:  # the loop takes the three sigmoid gates as one slice [0, 3H) before the candidate, as the kernel does
+    raise ImportError(f"quark: the loop expects the candidate gate last, got the gate order {_ORDER!r}")
 _SCALE_SIG = _F32(2.0**-25)  # sigmoid gates: tanh(g / 2^25)
 _SCALE_TANH = _F32(2.0**-24)  # candidate gate: tanh(g / 2^24)
 _Q15 = 2**15  # |x'|, |W'|, |R'|, |h| <= 2^15
@@ -102,7 +108,7 @@ def _numpy_loop(xq: np.ndarray, wq: np.ndarray, rq: np.ndarray, p: KernelParams,
 
     y = np.empty((T, D, B, H), dtype=np.int16)
     gate_scale = np.full(G, _SCALE_SIG, dtype=_F32)
-    gate_scale[3 * H:] = _SCALE_TANH
+    gate_scale[_C * H:] = _SCALE_TANH
     ohs = np.int64(p.ohs)
     ohz_term = np.int64(p.ohz) << np.int64(p.oh) if faithful else None
     h_bound = H * _Q15 * _Q15  # |h @ R'|
@@ -126,15 +132,16 @@ def _numpy_loop(xq: np.ndarray, wq: np.ndarray, rq: np.ndarray, p: KernelParams,
         v = tanhf(gf, finite=True)
         # The kernel computes float(tanhf(.) * 0.5 + 0.5) in double. t = tanhf(g/2^25) is 0 or |t| >= ~2^-25, so t/2
         # has no bit below 2^-49 and 0.5 + t/2 < 2 is exact in double: one rounding, as in float32 arithmetic.
-        sig = v[..., : 3 * H] * half + half
-        c = sig[..., :H] * v[..., 3 * H:] + sig[..., 2 * H:] * c  # i * cc + f * c, float32
-        hf = sig[..., H: 2 * H] * tanhf(c, finite=True)  # o * tanh(c)
+        sig = v[..., : _C * H] * half + half
+        i, o, f = (sig[..., k * H:(k + 1) * H] for k in (_I, _O, _F))
+        c = i * v[..., _C * H:] + f * c  # i * cc + f * c, float32
+        hf = o * tanhf(c, finite=True)  # o * tanh(c)
         d = hf.astype(np.float64) * two24
         if faithful:
             h = requantize_h(round_int_c_small(d) * ohs + ohz_term)  # |d| <= 2^24: |hf| <= 1
         else:  # round(h / y_scale), then the zero point, then saturate: |h_int * ohs| <= 2^24 * 2^31
             r = srs_oh(round_half_away(d) * ohs) + p.ohz
-            h = np.minimum(np.maximum(r, -32768), 32767).astype(np.int16)
+            h = core.sat(r, 16).astype(np.int16)
         y[t] = h
     for d in range(D):
         if reverse[d]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import UnsupportedFeatureError
+from ...numerics import core
 from .fixed import c_one_shl, ceil_log2, fix_corrected, fix_faithful, round_half_away, round_int_c, round_short_c
 
 S = float(2**24)
@@ -134,7 +135,7 @@ def kernel_params(sc: Scales, w_sums: np.ndarray, r_sums: np.ndarray, bx: np.nda
             raise _ub("y_scale", f"output mantissa exponent {a2} outside [-31, 31]")
         s = float(c_one_shl(a2)) if a2 >= 0 else 1.0 / float(c_one_shl(-a2))
         ohs = round_short_c(s * qo) & 0xFFFF  # unsigned short: 2^16 saturates to 65535 (defect 1)
-        ohz = ((math.trunc(yzp + 1e-9) + 32768) & 0xFFFF) - 32768  # truncation: +1 for yzp < 0 (defect 3)
+        ohz = int(core.wrap(math.trunc(yzp + 1e-9), 16))  # a short; truncation: +1 for yzp < 0 (defect 3)
         oh = _uchar_shift(24 + a2, "y_scale")
     else:
         a2 += CORRECTED_OUTPUT_BITS - 16

@@ -405,7 +405,7 @@ class LSTM(RecurrentLayer):
 
     def _onnx_extra(self, out: dict) -> None:
         if self.P is not None:
-            out["P"] = self.P[:, [0, 2, 1]].reshape(self.num_directions, -1)  # i, f, o -> i, o, f
+            out["P"] = conventions.peepholes_from_canonical(self.P, "onnx", axis=1).reshape(self.num_directions, -1)
         if self.coupling == "input_forget":
             out["attributes"]["input_forget"] = 1
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import targets
+from .. import conventions, targets
 from .._version import __version__
 from ..errors import ConversionError, UnsupportedFeatureError
 from ..layers import RecurrentLayer, Stack
@@ -39,10 +39,10 @@ from ..numerics.affine import mli_scale_from_float
 from ..targets.zdnn import api as z
 from .c_source import c_array
 
-MLI_GATES = {"lstm": "i, g, f, o", "gru": "z, r, n", "rnn": "one block"}
+MLI_GATES = {**{cell: ", ".join(conventions.gate_order(cell, "mli2")) for cell in ("lstm", "gru")}, "rnn": "one block"}
 ZDNN_GATES = {"lstm": "f, i, c, o (FICO)", "gru": "z, r, h (ZRH)"}
-_FICO = (1, 0, 2, 3)  # canonical gates (i, f, g, o) stored in zDNN's blocks f, i, c, o
-_ZRH = (0, 1, 2)
+_ZDNN_ORDER = {cell: conventions.permutation(cell, "zdnn") for cell in ("lstm", "gru")}
+"""Per zDNN block, the canonical gate it holds (LSTM blocks f, i, c, o; GRU z, r, h)."""
 
 
 @dataclass
@@ -248,9 +248,9 @@ def _ztensor(layout, dims, info, gates):
 def zdnn_gate_arrays(layer) -> dict:
     """zDNN's per-gate float32 arrays of ``layer``: {"weights": [G][D, I, H], "biases": [G][D, H],
     "hidden_weights": [G][D, H, H], "hidden_biases": [G][D, H]} in FICO / ZRH order (x @ W orientation)."""
-    G = 4 if layer.cell == "lstm" else 3
+    G = layer.gate_count
     D, H = layer.num_directions, layer.hidden_size
-    order = _FICO if layer.cell == "lstm" else _ZRH
+    order = _ZDNN_ORDER[layer.cell]
     zeros = np.zeros((D, G * H), np.float32)
 
     def gates(a, matrix):

@@ -116,7 +116,7 @@ def layer_from_onnx(cls, W, R, B, P, attributes: dict):
             P = as_float_array(P, "P")
             if P.shape != (D, 3 * H):
                 raise ShapeError(f"P: expected shape ({D}, {3 * H}) [num_directions, 3*hidden_size], got {P.shape}")
-            Pc = P.reshape(D, 3, H)[:, [0, 2, 1]]  # i, o, f -> i, f, o
+            Pc = conventions.peepholes_to_canonical(P.reshape(D, 3, H), "onnx", axis=1)
         coupling = "input_forget" if int(attrs.get("input_forget", 0)) else None
         return LSTM(Wc, Rc, b_x, b_h, P=Pc, coupling=coupling, **common)
     if cell == "gru":

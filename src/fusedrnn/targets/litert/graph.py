@@ -15,6 +15,7 @@ import numpy as np
 from ...errors import DTypeError, InputError, UnsupportedFeatureError
 from .ops import BidirectionalSequenceLSTM, SequenceLSTM
 from .reader import ModelInfo, OpInfo, TensorInfo, read_model
+from .rnn import BidirectionalSequenceRNN, SequenceGRU, build_rnn_op
 from .slots import (
     BI_AUX_INPUT,
     BI_BW_AUX_WEIGHTS,
@@ -33,6 +34,7 @@ from .slots import (
     RNN_SLOTS,
     LstmOptions,
     LstmTensors,
+    apply_fused_activation,
 )
 
 RECURRENT_OPS = ("LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
@@ -79,8 +81,6 @@ def build_op(info: ModelInfo, op: OpInfo, *, rounding: str = "double"):
         fw, bw = bidirectional_lstm_tensors(info, op)
         return BidirectionalSequenceLSTM(fw, bw, LstmOptions.from_dict(op.options, time_major=True))
     if op.name in ("RNN", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "UNIDIRECTIONAL_SEQUENCE_GRU"):
-        from .rnn import build_rnn_op
-
         return build_rnn_op(info, op)
     raise UnsupportedFeatureError(f"op {op.index}: {op.name} is not a recurrent op")
 
@@ -121,8 +121,6 @@ def _add(ins, op):
     y = (a + b).astype(np.float32)
     act = op.options.get("fused_activation_function", "NONE")
     if act != "NONE":
-        from .slots import apply_fused_activation
-
         apply_fused_activation(y, act)
     return [y]
 
@@ -213,8 +211,6 @@ class Model:
     @staticmethod
     def _run_recurrent(n: Node, ins):
         op = n.op
-        from .rnn import BidirectionalSequenceRNN, SequenceGRU
-
         def slot(k: int):
             return ins[k] if len(ins) > k else None
 

@@ -16,6 +16,8 @@ import numpy as np
 
 from ...errors import DTypeError, ShapeError, UnsupportedFeatureError
 from .lstm_float import FloatLstmKernel
+from .lstm_hybrid import HybridLstmKernel
+from .lstm_integer import IntegerLstmKernel
 from .slots import LstmOptions, LstmTensors
 
 
@@ -25,11 +27,7 @@ def make_lstm_kernel(t: LstmTensors, opts: LstmOptions, *, rounding: str = "doub
     if kind == "float":
         return FloatLstmKernel(t, opts)
     if kind == "hybrid":
-        from .lstm_hybrid import HybridLstmKernel
-
         return HybridLstmKernel(t, opts)
-    from .lstm_integer import IntegerLstmKernel
-
     return IntegerLstmKernel(t, opts, rounding=rounding)
 
 

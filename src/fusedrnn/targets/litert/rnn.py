@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import AttributeValueError, ShapeError, UnsupportedFeatureError
+from ...numerics.affine import tflite_quantize_rows_asymmetric, tflite_quantize_rows_symmetric
 from .lstm_hybrid import _QuantMatrix
 from .ops import _check_input, _Stateful
 from .slots import BI_RNN_SLOTS, FUSED_ACTIVATIONS, GRU_SLOTS, RNN_SLOTS, apply_fused_activation, dequantized
@@ -52,8 +53,6 @@ class RnnKernel:
         return (np.zeros((B, self.n_output), _F32),)
 
     def _quantize(self, v):
-        from ...numerics.affine import tflite_quantize_rows_asymmetric, tflite_quantize_rows_symmetric
-
         if self.asym:
             return tflite_quantize_rows_asymmetric(v)
         q, s = tflite_quantize_rows_symmetric(v)

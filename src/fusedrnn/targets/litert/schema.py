@@ -8,6 +8,7 @@ extra (``pip install fusedrnn[litert]``); a clear error says so when it is missi
 from __future__ import annotations
 
 import functools
+import importlib
 from types import ModuleType
 
 from ...errors import UnsupportedFeatureError
@@ -18,8 +19,6 @@ _CANDIDATES = ("ai_edge_litert.schema_py_generated", "tflite_runtime.schema_py_g
 @functools.cache
 def schema() -> ModuleType:
     """The generated TFLite schema module (raises UnsupportedFeatureError when no provider is installed)."""
-    import importlib
-
     for name in _CANDIDATES:
         try:
             return importlib.import_module(name)

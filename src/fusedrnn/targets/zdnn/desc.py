@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...cells.kinds import GATE_COUNT
 from ...errors import ShapeError
 from . import machine as _m
 from .constants import (
@@ -200,7 +201,7 @@ def generate_transformed_desc_concatenated(pre_tfrmd_desc: TensorDesc, info: int
     if _enum(DataType, pre_tfrmd_desc.type) not in (T.FP32, T.FP16, T.BFLOAT):
         return report(Status.ZDNN_INVALID_TYPE, where)
     gru = concat_rnn_type(info) == RNN_TYPE_GRU
-    G = 3 if gru else 4
+    G = GATE_COUNT["gru" if gru else "lstm"]
     bidir_w = usage == USAGE_WEIGHTS and concat_prev_layer(info) == PREV_LAYER_BIDIR
     if weights:
         dirs, rows, h = pre_tfrmd_desc.dim3, pre_tfrmd_desc.dim2, pre_tfrmd_desc.dim1

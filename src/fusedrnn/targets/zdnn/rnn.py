@@ -12,6 +12,7 @@ import numpy as np
 
 from ...cells.activations import Activation
 from ...cells.gru import gru_sequence
+from ...cells.kinds import GATE_COUNT
 from ...cells.lstm import lstm_sequence
 from ...errors import ShapeError
 from . import machine as _m
@@ -31,7 +32,7 @@ _GRU_ACTS = (Activation("Sigmoid"), Activation("Tanh"))
 def work_area_size(kind: str, num_timesteps: int, num_batches: int, num_hidden: int, bidir: bool = False) -> int:
     """Bytes of the ``work_area`` zDNN's lstm/gru use: per direction getsize(1,1,b,h) * (G*ts + G + min(ts-1, 2))
     (FUSED for all steps, one BIAS_ADD, two alternating state slots), doubled for BIDIR."""
-    G = 4 if kind == "lstm" else 3
+    G = GATE_COUNT[kind]
     unit = getsize_ztensor(TensorDesc(dim4=1, dim3=1, dim2=num_batches, dim1=num_hidden))
     size = unit * (G * num_timesteps + G + min(num_timesteps - 1, 2))
     return size * (2 if bidir else 1)
@@ -63,7 +64,7 @@ def _out_cells(Y: np.ndarray, width: int) -> np.ndarray:
 def _check(kind, input, h0, c0, weights, biases, hidden_weights, hidden_biases, direction, hn_output,
            cf_output):
     """Validate shapes and types; returns (ts, b, f, h, D)."""
-    G = 4 if kind == "lstm" else 3
+    G = GATE_COUNT[kind]
     for t in (input, h0, weights, biases, hidden_weights, hidden_biases) + ((c0,) if c0 is not None else ()):
         check_feature(t)
     for t in (hn_output,) + ((cf_output,) if cf_output is not None else ()):
@@ -130,7 +131,7 @@ def _run(kind, input, h0, c0, weights, biases, hidden_weights, hidden_biases, di
     st = _work_area(work_area, kind, ts, b, h, D, where)
     if st is not None:
         return op_result(st, where)
-    G = 4 if kind == "lstm" else 3
+    G = GATE_COUNT[kind]
     order = FICO_TO_CANONICAL if kind == "lstm" else (0, 1, 2)
     x = np.ascontiguousarray(read_values(input)[:, 0])  # (ts, b, f)
     W = _gates(weights, G, f, h, order)

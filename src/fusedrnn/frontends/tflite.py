@@ -18,17 +18,8 @@ from ..cells.activations import Activation
 from ..errors import AttributeValueError, ConversionError, UnsupportedFeatureError
 from ..layers import GRU, LSTM, RNN, RecurrentLayer, register_converter
 from ..targets.litert.graph import Model, bidirectional_lstm_tensors, load, lstm_tensors
-from ..targets.litert.slots import (
-    GATE_BIASES,
-    INPUT_WEIGHTS,
-    LAYER_NORM,
-    PEEPHOLES,
-    PROJECTION_BIAS,
-    PROJECTION_WEIGHTS,
-    RECURRENT_WEIGHTS,
-    LstmOptions,
-    dequantized,
-)
+from ..targets.litert.lstm_float import direction_arrays
+from ..targets.litert.slots import LstmOptions
 
 _FUSED_TO_ACT = {"TANH": "Tanh", "RELU": "Relu", "SIGMOID": "Sigmoid"}
 
@@ -39,27 +30,6 @@ def _act(name: str):
     if name not in _FUSED_TO_ACT:
         raise ConversionError(f"fused_activation_function: {name} has no fusedrnn activation")
     return Activation(_FUSED_TO_ACT[name])
-
-
-def _direction_arrays(t, opts: LstmOptions) -> dict:
-    H, I = t.n_cell, t.n_input
-    z = np.zeros
-    W = np.concatenate([dequantized(t[k]) if t[k] is not None else z((H, I), np.float32) for k in INPUT_WEIGHTS])
-    if opts.diagonal_recurrent_tensors:
-        R = np.concatenate([dequantized(t[k]) if t[k] is not None else z(H, np.float32) for k in RECURRENT_WEIGHTS])
-    else:
-        R = np.concatenate([dequantized(t[k]) if t[k] is not None else z((H, t.n_output), np.float32)
-                            for k in RECURRENT_WEIGHTS])
-    b = np.concatenate([dequantized(t[k]) if t[k] is not None else z(H, np.float32) for k in GATE_BIASES])
-    out = {"W": W, "R": R, "b": b, "P": None, "ln": None, "proj_W": None, "proj_b": None}
-    if t.peephole:
-        out["P"] = np.stack([dequantized(t[k]) if t[k] is not None else z(H, np.float32) for k in PEEPHOLES])
-    if t.layer_norm:
-        out["ln"] = np.stack([dequantized(t[k]) if t[k] is not None else np.ones(H, np.float32) for k in LAYER_NORM])
-    if t.projection:
-        out["proj_W"] = dequantized(t[PROJECTION_WEIGHTS])
-        out["proj_b"] = dequantized(t[PROJECTION_BIAS])
-    return out
 
 
 def _producer(model: Model, tensor: int):
@@ -118,7 +88,7 @@ def layer_from_tflite(cls, source, op_index: int = 0):
         if info.name != "LSTM" and _is_time_reverse(model, _producer(model, info.inputs[0]), time_axis):
             back = any(_is_time_reverse(model, c, time_axis) for c in _consumers(model, info.outputs[0]))
             extra.update(direction="reverse", output_order="time" if back else "processing")
-    arrs = [_direction_arrays(t, opts) for t in dirs]
+    arrs = [direction_arrays(t, opts.diagonal_recurrent_tensors) for t in dirs]
 
     def stack(key):
         return None if arrs[0][key] is None else np.stack([a[key] for a in arrs])

@@ -42,6 +42,24 @@ def _stack(ts, n_cell: int, cols: int | None) -> np.ndarray:
     return np.concatenate(parts, axis=0)
 
 
+def direction_arrays(t: LstmTensors, diagonal: bool) -> dict[str, np.ndarray | None]:
+    """One direction's tensors as the float engine's canonical arrays, float32, gate order i, f, g, o (absent
+    gates are zeros, absent layer-norm coefficients ones): W [4H, I], R [4H, Hp] ([4H] when ``diagonal``), b [4H],
+    P [3, H] (i, f, o), ln [4, H], proj_W [Hp, H], proj_b [Hp]; None where the op has none."""
+    H = t.n_cell
+    out = {"W": _stack([t[k] for k in INPUT_WEIGHTS], H, t.n_input),
+           "R": _stack([t[k] for k in RECURRENT_WEIGHTS], H, None if diagonal else t.n_output),
+           "b": _stack([t[k] for k in GATE_BIASES], H, None), "P": None, "ln": None, "proj_W": None, "proj_b": None}
+    if t.peephole:
+        out["P"] = np.stack([dequantized(t[k]) if t[k] is not None else np.zeros(H, np.float32) for k in PEEPHOLES])
+    if t.layer_norm:
+        out["ln"] = np.stack([dequantized(t[k]) if t[k] is not None else np.ones(H, np.float32) for k in LAYER_NORM])
+    if t.projection:
+        out["proj_W"] = dequantized(t[PROJECTION_WEIGHTS])
+        out["proj_b"] = dequantized(t[PROJECTION_BIAS])
+    return out
+
+
 class FloatLstmKernel:
     """A prepared float LSTM direction: ``run(x [T,B,I], (h, c), reverse=False, aux=None)``."""
 
@@ -54,27 +72,15 @@ class FloatLstmKernel:
             raise UnsupportedFeatureError(f"fused_activation_function: the float LSTM supports TANH, RELU, SIGMOID "
                                           f"and NONE, got {opts.fused_activation_function!r}")
         self.opts, self.t = opts, t
-        H, I = t.n_cell, t.n_input
-        self.n_cell, self.n_output, self.n_input, self.n_aux = H, t.n_output, I, t.n_aux_input
-        W = _stack([t[k] for k in INPUT_WEIGHTS], H, I)
+        H = t.n_cell
+        self.n_cell, self.n_output, self.n_input, self.n_aux = H, t.n_output, t.n_input, t.n_aux_input
+        arrays = direction_arrays(t, opts.diagonal_recurrent_tensors)
+        W = arrays["W"]
         if self.n_aux:
             W = np.concatenate([W, _stack(t.aux, H, self.n_aux)], axis=1)
         self.W = W[None]
-        if opts.diagonal_recurrent_tensors:
-            self.R = _stack([t[k] for k in RECURRENT_WEIGHTS], H, None)[None]
-        else:
-            self.R = _stack([t[k] for k in RECURRENT_WEIGHTS], H, self.n_output)[None]
-        self.b = _stack([t[k] for k in GATE_BIASES], H, None)[None]
-        self.P = None
-        if t.peephole:
-            self.P = np.stack([dequantized(t[k]) if t[k] is not None else np.zeros(H, np.float32)
-                               for k in PEEPHOLES])[None]
-        self.ln = None
-        if t.layer_norm:
-            self.ln = np.stack([dequantized(t[k]) if t[k] is not None else np.ones(H, np.float32)
-                                for k in LAYER_NORM])[None]
-        self.proj_W = None if not t.projection else dequantized(t[PROJECTION_WEIGHTS])[None]
-        self.proj_b = None if t[PROJECTION_BIAS] is None else dequantized(t[PROJECTION_BIAS])[None]
+        self.R, self.b, self.P, self.ln, self.proj_W, self.proj_b = (
+            None if arrays[k] is None else arrays[k][None] for k in ("R", "b", "P", "ln", "proj_W", "proj_b"))
         self.acts = [(Activation("Sigmoid"), act, act)]
 
     def initial_state(self, B: int) -> tuple[np.ndarray, np.ndarray]:

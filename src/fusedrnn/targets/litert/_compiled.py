@@ -3,11 +3,10 @@ driver behind ``IntegerLstmKernel.run(engine="compiled")``.
 
 The library is compiled with the machine's C compiler into the cache directory of
 :mod:`fusedrnn.cells.compiled._build` (same compiler search, flags and CPU key; the engine setting,
-``$FUSEDRNN_ENGINE``, says which loop runs),
-under its own file name. When no compiler is found or compilation fails, :func:`load` returns None and the kernel
-keeps its NumPy loop. The input products of each chunk of steps come from one exact float GEMM
-(:meth:`IntMatrix.matmul_float`); every table and constant is the NumPy kernel's own, so the C code only re-does
-the per-step integer arithmetic (same results to the bit: tests/test_litert_compiled.py).
+``$FUSEDRNN_ENGINE``, says which loop runs), under its own file name. When no compiler is found or compilation
+fails, :func:`load` returns None and the kernel keeps its NumPy loop. The input products of each chunk of steps come
+from one exact float GEMM (:meth:`IntMatrix.matmul_float`); every table and constant is the NumPy kernel's own, so
+the C code only re-does the per-step integer arithmetic (same results to the bit: tests/test_litert_compiled.py).
 """
 
 from __future__ import annotations

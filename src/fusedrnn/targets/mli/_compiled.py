@@ -3,11 +3,11 @@ time loops of :func:`.cells.lstm_sequence`, :func:`.cells.gru_sequence` and :fun
 
 The library is compiled with the machine's C compiler into the cache directory of
 :mod:`fusedrnn.cells.compiled._build` (same compiler search, flags and CPU key; the engine setting,
-``$FUSEDRNN_ENGINE``, says which loop runs),
-under its own file name. When no compiler is found or compilation fails, :func:`load` returns None and the
-callers keep their NumPy loops. Every table and constant is computed by the NumPy code (activation tables over
-all inputs, sa8 element-wise tables over all operand pairs), so the C code only re-does the integer arithmetic
-that the NumPy path does per step (same results, to the bit: see tests/test_mli_compiled.py).
+``$FUSEDRNN_ENGINE``, says which loop runs), under its own file name. When no compiler is found or compilation
+fails, :func:`load` returns None and the callers keep their NumPy loops. Every table and constant is computed by the
+NumPy code (activation tables over all inputs, sa8 element-wise tables over all operand pairs), so the C code only
+re-does the integer arithmetic that the NumPy path does per step (same results, to the bit: see
+tests/test_mli_compiled.py).
 """
 
 from __future__ import annotations

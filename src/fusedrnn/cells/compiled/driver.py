@@ -221,21 +221,9 @@ _OPTIONAL = ("lens", "xb", "bh", "P", "projW", "projb", "ln")
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-class Plan:
-    """What :func:`run` needs of a call the kernel takes: the library, the call's template (:func:`_template`)
-    and path, the normalised lengths (None when every row runs T steps), the output width Hp."""
-
-    __slots__ = ("lib", "raw", "path", "lens", "Hp")
-
-    def __init__(self, lib, raw, path, lens, Hp):
-        self.lib, self.raw, self.path, self.lens, self.Hp = lib, raw, path, lens, Hp
-
-
 def _normal_lens(lens, B: int, T: int):
     """int64 lengths, None when every row runs T steps, or False when malformed (the NumPy engine reports it;
     the kernel must never index outside [0, T))."""
-    if lens is None:
-        return None
     lens = np.ascontiguousarray(lens, dtype=np.int64).reshape(-1)
     if lens.shape != (B,) or lens.size and (lens.min() < 0 or lens.max() > T):
         return False
@@ -244,8 +232,9 @@ def _normal_lens(lens, B: int, T: int):
 
 def accepts(call, max_rows: int | None = None) -> str | None:
     """Whether the kernel takes ``call`` (a :class:`fusedrnn.cells.dispatch.Call`: ``kind``, the engine
-    function's arguments by name in ``args``): None, with the :class:`Plan` of :func:`run` left in
-    ``call.prepared``; else the reason it declines. ``max_rows`` overrides MAX_ROWS (per-row path) and
+    function's arguments by name in ``args``): None, with what :func:`run` needs left in ``call.prepared`` (the
+    library, the call's template and path of :func:`_template`, the normalised lengths, the output width Hp);
+    else the reason it declines. ``max_rows`` overrides MAX_ROWS (per-row path) and
     BATCHED_MAX_ROWS."""
     kind, a = call.kind, call.args
     if not setting.allows("compiled"):
@@ -268,9 +257,11 @@ def accepts(call, max_rows: int | None = None) -> str | None:
     lib = _build.load()
     if lib is None:
         return f"kernel unavailable: {_build.unavailable_reason()}"
-    lens = _normal_lens(a["lens"], B, T)
-    if lens is False:
-        return "sequence_lens malformed (the NumPy engine reports it)"
+    lens = a["lens"]
+    if lens is not None:
+        lens = _normal_lens(lens, B, T)
+        if lens is False:
+            return "sequence_lens malformed (the NumPy engine reports it)"
     has_bias = a["b_x"] is not None or a["b_h"] is not None
     diagonal = lbr = False
     coupling = cell_clip = proj_clip = None
@@ -311,13 +302,13 @@ def accepts(call, max_rows: int | None = None) -> str | None:
     limit = MAX_ROWS if max_rows is None else max_rows
     if path == "per-row" and D * B > limit:
         return f"{D}·{B} rows > {limit} on the per-row path (options outside the fused subset)"
-    call.prepared = Plan(lib, raw, path, lens, Hp)
+    call.prepared = (lib, raw, path, lens, Hp)  # a plain tuple: the cheapest record (this runs on every call)
     return None
 
 
 def run(call) -> tuple:
     """Run a call :func:`accepts` took: (Y, Y_h) or (Y, Y_h, Y_c), as the engine returns them."""
-    p, a, kind = call.prepared, call.args, call.kind
+    a, kind = call.args, call.kind
     x, W = a["x"], a["W"]
     dt = x.dtype
     b_x, b_h = a["b_x"], a["b_h"]
@@ -335,17 +326,18 @@ def run(call) -> tuple:
         xbias = _sum(b_x, b_h, dt)
     else:
         xbias = _sum(b_x, b_h, dt)
-    return _run(p, x, W, a["R"], a["h0"], c0, a["reverse"], (p.lens, xbias, bh, P, proj_W, proj_b, ln))
+    return _run(call.prepared, x, W, a["R"], a["h0"], c0, a["reverse"], (xbias, bh, P, proj_W, proj_b, ln))
 
 
-def _run(p: Plan, x, W, R, h0, c0, reverse, optional):
-    lib, lens, path, Hp = p.lib, p.lens, p.path, p.Hp
+def _run(prepared: tuple, x, W, R, h0, c0, reverse, optional):
+    lib, raw, path, lens, Hp = prepared
+    optional = (lens, *optional)
     dt = x.dtype
     T, B, I = x.shape
     D, GH = W.shape[0], W.shape[1]
     batched, fused = path == "batched", path != "per-row"
     _switch["last"] = path
-    args = _Args.from_buffer_copy(p.raw)
+    args = _Args.from_buffer_copy(raw)
     keep = []  # the arrays whose addresses the kernel holds
     for name, arr in zip(_OPTIONAL, optional, strict=True):
         if arr is not None:
@@ -361,7 +353,6 @@ def _run(p: Plan, x, W, R, h0, c0, reverse, optional):
         keep += [xc, Wc]
         args.x, args.W = _ptr(xc), _ptr(Wc)
     steps = T if lens is None else int(lens.max(initial=0))
-    rev = [bool(r) for r in reverse]
     h = np.array(h0, dtype=dt, order="C", copy=True)
     c = np.array(c0, dtype=dt, order="C", copy=True) if c0 is not None else None
     Y = np.zeros((T, D, B, Hp), dt) if lens is not None else np.empty((T, D, B, Hp), dt)
@@ -379,7 +370,7 @@ def _run(p: Plan, x, W, R, h0, c0, reverse, optional):
         if steps and run(ref) != 0:
             raise MemoryError("compiled recurrence: could not allocate its work buffer")
     else:
-        _run_chunks(run, ref, args, x, W, lens, rev, steps, D, B, I, GH, dt)
+        _run_chunks(run, ref, args, x, W, lens, [bool(r) for r in reverse], steps, D, B, I, GH, dt)
     del keep
     if lens is not None:
         h[:, lens == 0] = 0

@@ -266,7 +266,7 @@ def test_observer_points_shapes_and_order(cell):
     assert some == ["gates"] * 3
 
 
-def test_lstm_observed_values_are_true_values():
+def test_observed_values_are_true_values():
     """The default (sigmoid-folded) LSTM and GRU report true pre-activations and gates: one step with h0 = 0,
     c0 = 0 and no biases gives preact = x·Wᵀ and gates = σ / tanh of it, exactly as computed here."""
     rng = np.random.default_rng(7)
@@ -279,6 +279,14 @@ def test_lstm_observed_values_are_true_values():
     np.testing.assert_allclose(got["preact"], pre, rtol=1e-14, atol=1e-15)
     sig = 1 / (1 + np.exp(-pre))
     np.testing.assert_allclose(got["gates"][:, :, [0, 1, 3]], sig[:, :, [0, 1, 3]], rtol=1e-14)
+    np.testing.assert_allclose(got["gates"][:, :, 2], np.tanh(pre[:, :, 2]), rtol=1e-14)
+    got = {}
+    run_numpy("gru", (x, W[:, :6], np.zeros((1, 6, 2)), None, None, np.zeros((1, 2, 2))),
+              dict(reverse=[False], acts=[[Activation("Sigmoid"), Activation("Tanh")]], linear_before_reset=True),
+              observer=lambda p, v: got.setdefault(p, v))
+    pre = (x[0] @ W[0, :6].T).reshape(1, 2, 3, 2)
+    np.testing.assert_allclose(got["preact"], pre, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(got["gates"][:, :, :2], 1 / (1 + np.exp(-pre[:, :, :2])), rtol=1e-14)
     np.testing.assert_allclose(got["gates"][:, :, 2], np.tanh(pre[:, :, 2]), rtol=1e-14)
 
 

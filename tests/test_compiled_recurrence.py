@@ -334,8 +334,9 @@ def test_lstm_onnx_gate_order_equals_canonical(seed, dt):
     the kernel reorders while packing R and reads the projection per gate).
 
     The kernel's reordering is exact: with x = 0 the two calls agree bit for bit. With random x they agree to
-    float rounding only, because the hoisted input projection is one BLAS GEMM whose result for a column can differ
-    by an ulp with the column's position in the output (OpenBLAS edge vs main micro-kernels)."""
+    float rounding only (relative to the outputs: seed 1987 differs by 2 ulps at |y| = 95), because the hoisted
+    input projection is one BLAS GEMM whose result for a column can differ by an ulp with the column's position
+    in the output (OpenBLAS edge vs main micro-kernels)."""
     from fusedrnn import conventions
 
     rng = np.random.default_rng(seed)
@@ -350,8 +351,9 @@ def test_lstm_onnx_gate_order_equals_canonical(seed, dt):
                                 gate_order="onnx")
         assert want is not None and got is not None
         for g, w in zip(got, want, strict=True):
-            if xin is x:
-                np.testing.assert_allclose(g, w, rtol=0, atol=1e-6 if dt == np.float32 else 1e-13)
+            if xin is x:  # float rounding only: relative to the output's magnitude (outputs reach |y| ~ 100)
+                scale = max(1.0, float(np.max(np.abs(w), initial=0.0)))
+                np.testing.assert_allclose(g, w, rtol=0, atol=(1e-6 if dt == np.float32 else 1e-13) * scale)
             else:
                 np.testing.assert_array_equal(g, w)
 

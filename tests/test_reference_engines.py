@@ -21,9 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusedrnn.cells import RangeObserver, compiled, gru_sequence, lstm_sequence, reference, rnn_sequence
+from fusedrnn.cells import RangeObserver, compiled, dispatch, gru_sequence, lstm_sequence, reference, rnn_sequence
 from fusedrnn.cells.activations import Activation
 from fusedrnn.cells.observers import GATE_POINTS, POINTS
+from fusedrnn.errors import UnsupportedFeatureError
 
 RTOL = {np.float32: 1e-5, np.float64: 1e-12}
 EPS = {np.float32: 2.0**-24, np.float64: 2.0**-53}
@@ -38,7 +39,6 @@ ACTS = [
 BOUNDED = ("Tanh", "Sigmoid", "ScaledTanh", "HardSigmoid", "Softsign")
 ENGINES = {"lstm": lstm_sequence, "gru": gru_sequence, "rnn": rnn_sequence}
 REFERENCES = {"lstm": reference.lstm_sequence, "gru": reference.gru_sequence, "rnn": reference.rnn_sequence}
-COMPILED = {"lstm": compiled.run_lstm, "gru": compiled.run_gru, "rnn": compiled.run_rnn}
 
 
 def rand_act(rng, gate: bool) -> Activation:
@@ -126,21 +126,36 @@ def reference_with_slack(cell, seed, args, kw, dt):
     return want, slack
 
 
+def run_on(backend: str, cell, args, kw, **extra):
+    """The engine call with the engine setting ``backend``: its outputs, or None when that backend declines."""
+    with dispatch.using(backend):
+        try:
+            out = ENGINES[cell](*args, **kw, **extra)
+        except UnsupportedFeatureError:
+            decision = dispatch.last_decision()
+            assert decision.backend is None and decision.reason(backend), decision
+            return None
+    assert dispatch.last_decision().backend == backend
+    return out
+
+
 def run_numpy(cell, args, kw, **extra):
-    with compiled.disabled():
-        return ENGINES[cell](*args, **kw, **extra)
+    return run_on("numpy", cell, args, kw, **extra)
 
 
-def check_backends(cell: str, seed: int, dt) -> None:
+def check_backends(cell: str, seed: int, dt) -> list[str]:
+    """Every backend that takes the call agrees with the reference; returns the backends that ran."""
     rng = np.random.default_rng(seed)
     args, kw = random_call(rng, cell, dt)
     want, slack = reference_with_slack(cell, seed, args, kw, dt)
     what = label(cell, seed, dt, args, kw)
-    agree(run_numpy(cell, args, kw), want, dt, slack, "numpy: " + what)
-    if compiled.available():
-        got = COMPILED[cell](*args, **kw, max_rows=10**6)
+    ran = []
+    for backend in ("numpy", "compiled"):
+        got = run_on(backend, cell, args, kw)
         if got is not None:
-            agree(got, want, dt, slack, "compiled: " + what)
+            agree(got, want, dt, slack, f"{backend}: {what}")
+            ran.append(backend)
+    return ran
 
 
 @settings(max_examples=150, deadline=None)
@@ -154,6 +169,15 @@ def test_random_configurations_every_backend(cell, seed, dt):
 @pytest.mark.parametrize("cell", sorted(ENGINES))
 def test_seeded_configurations_every_backend(cell, seed):
     check_backends(cell, 104729 * seed + 17, np.float64 if seed % 2 else np.float32)
+
+
+def test_compiled_backend_is_exercised():
+    """Where the kernel builds, most random configurations (batch <= 4) run on it too: the comparison above is
+    not NumPy's alone."""
+    if not compiled.available():
+        pytest.skip(f"compiled kernel unavailable: {compiled.unavailable_reason()}")
+    ran = [check_backends(cell, seed, np.float64) for cell in sorted(ENGINES) for seed in range(20)]
+    assert sum("compiled" in r for r in ran) >= 50, ran
 
 
 # ---- observers -------------------------------------------------------------------------------------------------
@@ -242,7 +266,7 @@ def test_observer_points_shapes_and_order(cell):
     assert some == ["gates"] * 3
 
 
-def test_lstm_observed_values_are_true_values():
+def test_observed_values_are_true_values():
     """The default (sigmoid-folded) LSTM and GRU report true pre-activations and gates: one step with h0 = 0,
     c0 = 0 and no biases gives preact = x·Wᵀ and gates = σ / tanh of it, exactly as computed here."""
     rng = np.random.default_rng(7)
@@ -255,6 +279,14 @@ def test_lstm_observed_values_are_true_values():
     np.testing.assert_allclose(got["preact"], pre, rtol=1e-14, atol=1e-15)
     sig = 1 / (1 + np.exp(-pre))
     np.testing.assert_allclose(got["gates"][:, :, [0, 1, 3]], sig[:, :, [0, 1, 3]], rtol=1e-14)
+    np.testing.assert_allclose(got["gates"][:, :, 2], np.tanh(pre[:, :, 2]), rtol=1e-14)
+    got = {}
+    run_numpy("gru", (x, W[:, :6], np.zeros((1, 6, 2)), None, None, np.zeros((1, 2, 2))),
+              dict(reverse=[False], acts=[[Activation("Sigmoid"), Activation("Tanh")]], linear_before_reset=True),
+              observer=lambda p, v: got.setdefault(p, v))
+    pre = (x[0] @ W[0, :6].T).reshape(1, 2, 3, 2)
+    np.testing.assert_allclose(got["preact"], pre, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(got["gates"][:, :, :2], 1 / (1 + np.exp(-pre[:, :, :2])), rtol=1e-14)
     np.testing.assert_allclose(got["gates"][:, :, 2], np.tanh(pre[:, :, 2]), rtol=1e-14)
 
 
@@ -282,3 +314,198 @@ def test_range_observer_api():
     assert obs.observed() == ("cell", "gates")
     obs.reset()
     assert obs.observed() == ()
+
+
+# ---- the dispatch ----------------------------------------------------------------------------------------------
+@pytest.fixture
+def auto_engine():
+    """The engine setting "auto" during the test, whatever $FUSEDRNN_ENGINE says."""
+    with dispatch.using("auto"):
+        yield
+
+
+def small_lstm(dt=np.float32, B=1):
+    args, kw = random_call(np.random.default_rng(1), "lstm", dt)
+    rng = np.random.default_rng(2)
+    x = u(rng, dt, 4, B, 3)
+    H = 8
+    args = (x, u(rng, dt, 1, 4 * H, 3), u(rng, dt, 1, 4 * H, H), None, None, np.zeros((1, B, H), dt),
+            np.zeros((1, B, H), dt))
+    return args, dict(reverse=[False], acts=[[Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh")]])
+
+
+def test_engine_setting_and_validation(auto_engine):
+    assert dispatch.engine() == "auto"
+    assert dispatch.ENGINES == ("auto", "compiled", "rounded", "numpy")
+    with dispatch.using("numpy"):
+        assert dispatch.engine() == "numpy"
+        with dispatch.using("rounded"):
+            assert dispatch.engine() == "rounded"
+        assert dispatch.engine() == "numpy"
+    assert dispatch.engine() == "auto"
+    for bad in ("fast", "NumPy", None):
+        with pytest.raises(ValueError, match="engine: expected one of"):
+            dispatch.set_engine(bad)
+        with pytest.raises(ValueError, match="engine"):
+            with dispatch.using(bad):
+                pass
+    dispatch.set_engine("numpy")
+    try:
+        assert dispatch.engine() == "numpy" and not compiled.is_enabled()
+    finally:
+        dispatch.set_engine("auto")
+
+
+def test_observer_routes_to_numpy_and_is_logged(caplog, auto_engine):
+    args, kw = small_lstm()
+    with caplog.at_level("DEBUG", logger="fusedrnn"):
+        lstm_sequence(*args, **kw, observer=RangeObserver())
+    decision = dispatch.last_decision()
+    assert decision.backend == "numpy" and decision.kind == "lstm" and decision.engine == "auto"
+    assert decision.reason("compiled") == "observer given" and decision.reason("rounded")
+    assert "compiled declined: observer given" in caplog.text
+    with dispatch.using("compiled"), pytest.raises(UnsupportedFeatureError, match="observer given"):
+        lstm_sequence(*args, **kw, observer=RangeObserver())
+    assert dispatch.last_decision().backend is None
+
+
+def test_forced_backend_that_declines_raises_with_the_reason():
+    args, kw = small_lstm()
+    with dispatch.using("rounded"), pytest.raises(UnsupportedFeatureError, match="EXACT"):
+        lstm_sequence(*args, **kw)
+    if compiled.available():
+        from fusedrnn.cells.rounding import FP16
+
+        with dispatch.using("compiled"), pytest.raises(UnsupportedFeatureError, match="rounding policy 'fp16'"):
+            lstm_sequence(*args, **kw, policy=FP16)
+        with dispatch.using("compiled"), pytest.raises(UnsupportedFeatureError, match="h_feed"):
+            lstm_sequence(*args, **kw, h_feed=lambda h: h.copy())
+    with dispatch.using("rounded"), pytest.raises(UnsupportedFeatureError, match="no rounded RNN loop"):
+        rnn_sequence(*random_call(np.random.default_rng(0), "rnn", np.float32)[0],
+                     **random_call(np.random.default_rng(0), "rnn", np.float32)[1])
+
+
+def test_auto_takes_the_first_backend_that_accepts(auto_engine):
+    from fusedrnn.cells import rounded
+    from fusedrnn.cells.compiled import driver
+    from fusedrnn.cells.rounding import FP16
+
+    args, kw = small_lstm()
+    want = {"compiled": compiled.available(), "rounded": rounded.available()}
+    lstm_sequence(*args, **kw)
+    assert dispatch.last_decision().backend == ("compiled" if want["compiled"] else "numpy")
+    if want["compiled"]:
+        assert driver.last_path() in ("rows", "batched", "per-row")
+    lstm_sequence(*args, **kw, policy=FP16)
+    d = dispatch.last_decision()
+    assert d.backend == ("rounded" if want["rounded"] else "numpy")
+    assert "rounding policy 'fp16'" in d.reason("compiled") or not want["compiled"]
+    with compiled.disabled():  # the deprecated switch: the NumPy engines run everything
+        assert dispatch.engine() == "numpy" and not compiled.available() and not rounded.available()
+        lstm_sequence(*args, **kw, policy=FP16)
+        assert dispatch.last_decision().backend == "numpy"
+    big, kwb = small_lstm(B=64)
+    kwb["clip"] = 1.0  # outside the batched subset: the per-row path takes at most MAX_ROWS rows
+    lstm_sequence(*big, **kwb)
+    d = dispatch.last_decision()
+    assert d.backend == "numpy"
+    assert "per-row path" in d.reason("compiled") or not want["compiled"]
+
+
+def test_onnx_gate_order_on_every_backend():
+    """gate_order="onnx" (W, R, biases in ONNX's i, o, f, c) equals the canonical call, to the bit on the NumPy
+    loop (it reorders while it copies the weights into its compute order anyway); also under a rounding policy
+    (the rounded backend reorders its copies)."""
+    from fusedrnn import conventions
+    from fusedrnn.cells.rounding import FP16
+
+    ran = {"numpy": 0, "compiled": 0, "rounded": 0}
+    for seed in range(24):
+        args, kw = random_call(np.random.default_rng(seed), "lstm", np.float32)
+        if seed % 2:  # in the rounded loop's subset: default activations, no projection, layer norm, diagonal R
+            args, kw = list(args), dict(kw, policy=FP16, ln=None, proj_W=None, proj_b=None, proj_clip=None,
+                                        acts=[[Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh")]]
+                                        * len(kw["reverse"]))
+            D, H, B = args[1].shape[0], args[1].shape[1] // 4, args[0].shape[1]
+            if args[2].ndim != 3 or args[2].shape[2] != H:  # R and h0 without the projection
+                rng = np.random.default_rng(seed)
+                args[2], args[5] = u(rng, np.float32, D, 4 * H, H, scale=0.3), u(rng, np.float32, D, B, H)
+        onnx = [None if a is None else np.ascontiguousarray(conventions.from_canonical(a, "lstm", "onnx", axis=1))
+                for a in args[1:5]]
+        for backend in ran:
+            want = run_on(backend, "lstm", args, kw)
+            if want is None:
+                continue
+            ran[backend] += 1
+            got = run_on(backend, "lstm", (args[0], *onnx, *args[5:]), kw, gate_order="onnx")
+            for g, w in zip(got, want, strict=True):
+                if backend == "numpy":
+                    np.testing.assert_array_equal(g, w)
+                else:
+                    np.testing.assert_allclose(g, w, rtol=0, atol=1e-5 * max(1.0, float(np.abs(w).max(initial=0))))
+    assert ran["numpy"] == 24, ran
+    from fusedrnn.cells import rounded
+
+    assert ran["compiled"] >= 8 or not compiled.available(), ran
+    assert ran["rounded"] >= 6 or not rounded.available(), ran
+    with pytest.raises(ValueError, match="gate_order"):
+        run_on("numpy", "lstm", args, kw, gate_order="keras")
+
+
+def test_environment_sets_the_engine(monkeypatch):
+    from fusedrnn.cells import setting
+
+    for env, want in (({}, "auto"), ({"FUSEDRNN_ENGINE": "numpy"}, "numpy"), ({"FUSEDRNN_ENGINE": " Compiled "},
+                                                                             "compiled")):
+        monkeypatch.delenv("FUSEDRNN_ENGINE", raising=False)
+        monkeypatch.delenv("FUSEDRNN_COMPILED", raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        assert setting.from_environment() == want
+    monkeypatch.delenv("FUSEDRNN_ENGINE")
+    monkeypatch.setenv("FUSEDRNN_COMPILED", "0")  # the deprecated alias
+    with pytest.warns(DeprecationWarning, match="FUSEDRNN_ENGINE=numpy"):
+        assert setting.from_environment() == "numpy"
+    monkeypatch.setenv("FUSEDRNN_ENGINE", "rounded")  # the new variable wins
+    assert setting.from_environment() == "rounded"
+    monkeypatch.setenv("FUSEDRNN_ENGINE", "fast")
+    with pytest.warns(RuntimeWarning, match="FUSEDRNN_ENGINE"):
+        assert setting.from_environment() == "auto"
+
+
+def test_targets_read_the_one_setting(auto_engine):
+    """The SDK targets' engine choices read the same setting; a target's own use_engine block overrides it for
+    that target only."""
+    from fusedrnn.targets.litert import _compiled as litert_c
+    from fusedrnn.targets.mli import _compiled as mli_c
+    from fusedrnn.targets.quark import _compiled as quark_c
+
+    loops = (mli_c, litert_c, quark_c)
+    assert [c.default_engine() for c in loops] == ["auto"] * 3
+    for engine, target_engine in (("numpy", "numpy"), ("compiled", "compiled"), ("rounded", "auto")):
+        with dispatch.using(engine):
+            assert [c.default_engine() for c in loops] == [target_engine] * 3
+    with dispatch.using("numpy"):
+        assert [c.library("auto") for c in loops] == [None] * 3
+    with mli_c.use_engine("numpy"):
+        assert mli_c.default_engine() == "numpy" and mli_c.library() is None
+        assert litert_c.default_engine() == "auto" and dispatch.engine() == "auto"
+        with dispatch.using("compiled"):
+            assert mli_c.default_engine() == "numpy" and quark_c.default_engine() == "compiled"
+    assert mli_c.default_engine() == "auto"
+    with pytest.raises(ValueError, match="engine"):
+        with mli_c.use_engine("rounded"):  # not a target loop
+            pass
+
+
+def test_ops_run_through_the_dispatch(auto_engine):
+    from fusedrnn import ops
+
+    rng = np.random.default_rng(0)
+    X, W, R = rng.uniform(-1, 1, (3, 2, 4)), rng.uniform(-1, 1, (1, 9, 4)), rng.uniform(-1, 1, (1, 9, 3))
+    ops.gru(X, W, R)
+    assert dispatch.last_decision().kind == "gru"
+    with dispatch.using("numpy"):
+        y_np = ops.lstm(X.astype(np.float32), *(rng.uniform(-1, 1, (1, 16, s)).astype(np.float32) for s in (4, 4)))
+        assert dispatch.last_decision().backend == "numpy"
+    assert y_np[0].shape == (3, 1, 2, 4)

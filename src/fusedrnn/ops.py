@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import conventions
-from .cells import compiled
 from .cells.activations import Activation, parse_activations
 from .cells.gru import gru_sequence
 from .cells.kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
@@ -206,12 +205,9 @@ def lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=
                                                  attributes, canonical=False)
     coupling = "input_forget" if flag(attrs["input_forget"], "input_forget") else None
     args = ("x", "W", "R", "b_x", "b_h", "h0", "c0")
-    # the compiled loop takes ONNX-order weights as they are (no reordered copy per call) ...
-    out = compiled.run_lstm(*(arrays[k] for k in args), P=arrays.get("P"), coupling=coupling, gate_order="onnx",
-                            **options)
-    if out is None:  # ... else the engine, on canonical arrays
-        _to_canonical(arrays, "lstm")
-        out = lstm_sequence(*(arrays[k] for k in args), P=arrays.get("P"), coupling=coupling, **options)
+    # the engine takes ONNX-order weights as they are (no reordered copy per call)
+    out = lstm_sequence(*(arrays[k] for k in args), P=arrays.get("P"), coupling=coupling, gate_order="onnx",
+                        **options)
     return _finish(out, layout_value(attrs["layout"]), out_dtype)
 
 

@@ -1,4 +1,6 @@
-"""Float cell engines (LSTM, GRU, RNN, dense) over canonical weights, with storage-rounding hooks."""
+"""Float cell engines (LSTM, GRU, RNN, dense) over canonical weights, with storage-rounding hooks (``rounding``) and
+observers (``observers``) on their named points; ``reference``: a short, readable float64 step per cell kind, the
+engines' oracle; ``dispatch``: the one table of backends (compiled, rounded, NumPy) and the engine setting."""
 
 from .activations import ACTIVATION_NAMES, Activation, parse_activations
 from .dense import dense

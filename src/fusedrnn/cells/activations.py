@@ -138,8 +138,6 @@ def half_sigmoid(v: np.ndarray) -> None:
     v += 0.5
 
 
-
-
 def canonical_name(name: str, argument: str = "activations") -> str:
     """Return the canonical spelling of an activation name (case-insensitive), or raise."""
     if not isinstance(name, str):

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import compiled, rounded
+from . import dispatch
 from .activations import Activation, half_sigmoid
 from .observers import Observer, wanted_points
 from .recurrence import (
@@ -50,17 +50,9 @@ def gru_sequence(
     observer: Observer | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run a GRU over a sequence. Returns Y [T, D, B, H] and Y_h [D, B, H]; ``acts[d]`` = (f, g). ``observer``
-    is called with the values of every step at the named points of :mod:`fusedrnn.cells.observers`."""
-    if observer is None:
-        kw = dict(reverse=reverse, acts=acts, lens=lens, clip=clip, linear_before_reset=linear_before_reset,
-                  policy=policy)
-        fast = compiled.run_gru(x, W, R, b_x, b_h, h0, **kw)
-        if fast is None:
-            fast = rounded.run_gru(x, W, R, b_x, b_h, h0, **kw)
-        if fast is not None:
-            return fast
-    return _numpy_gru(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip,
-                      linear_before_reset=linear_before_reset, policy=policy, observer=observer)
+    is called with the values of every step at the named points of :mod:`fusedrnn.cells.observers`. The backend
+    (compiled, rounded or this module's NumPy loop) is chosen by :mod:`fusedrnn.cells.dispatch`."""
+    return dispatch.run("gru", locals(), _numpy_gru)  # locals(): exactly the arguments, by name
 
 
 def _numpy_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linear_before_reset=False,

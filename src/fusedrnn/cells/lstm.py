@@ -26,8 +26,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import compiled, rounded
+from . import dispatch
 from .activations import Activation, half_sigmoid
+from .kinds import lstm_blocks
 from .observers import Observer, wanted_points
 from .recurrence import (
     activation_applier,
@@ -43,16 +44,17 @@ from .recurrence import (
 from .rounding import EXACT, RoundingPolicy
 
 # the engine's internal gate order: the three sigmoid-type gates first (one contiguous block), candidate last
-_COMPUTE_ORDER = (0, 1, 3, 2)  # i, f, o, g taken from canonical i, f, g, o
+_COMPUTE_ORDER = (0, 1, 3, 2)  # i, f, o, g taken from canonical i, f, g, o (and back: the map is an involution)
 LN_EPSILON = 1e-8
 
 
-def _regate(a: np.ndarray, axis: int, G: int = 4) -> np.ndarray:
-    """Reorder the gate blocks along ``axis`` from canonical (i, f, g, o) to compute order (i, f, o, g)."""
+def _regate(a: np.ndarray, axis: int, order: tuple[int, ...] = _COMPUTE_ORDER) -> np.ndarray:
+    """Reorder the 4 gate blocks along ``axis``: block k of the result is block ``order[k]`` of ``a`` (by default
+    canonical i, f, g, o to compute order i, f, o, g)."""
     shape = a.shape
-    H = shape[axis] // G
-    blocks = a.reshape(shape[:axis] + (G, H) + shape[axis + 1 :])
-    return np.ascontiguousarray(np.take(blocks, _COMPUTE_ORDER, axis=axis)).reshape(shape)
+    H = shape[axis] // 4
+    blocks = a.reshape(shape[:axis] + (4, H) + shape[axis + 1 :])
+    return np.ascontiguousarray(np.take(blocks, order, axis=axis)).reshape(shape)
 
 
 def lstm_sequence(
@@ -78,6 +80,7 @@ def lstm_sequence(
     policy: RoundingPolicy = EXACT,
     h_feed: Callable[[np.ndarray], np.ndarray] | None = None,
     observer: Observer | None = None,
+    gate_order: str = "canonical",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run an LSTM over a sequence. Returns Y [T, D, B, Hp], Y_h [D, B, Hp], Y_c [D, B, H].
 
@@ -86,28 +89,17 @@ def lstm_sequence(
     hidden state of the active rows [D, n, Hp] to the values the recurrent GEMM sees (a new array; e.g.
     onnxruntime's DynamicQuantizeLSTM quantizes it to uint8 and back every step). ``observer`` is called with
     the values of every step at the named points of :mod:`fusedrnn.cells.observers` (the NumPy loop runs).
+    ``gate_order`` is the block order of W, R, b_x and b_h (a key of :data:`.kinds.LSTM_GATE_ORDERS`: "onnx"
+    takes ONNX's i, o, f, c as they are); P and ln are always canonical.
+
+    The backend (compiled, rounded or this module's NumPy loop) is chosen by :mod:`fusedrnn.cells.dispatch`.
     """
-    if observer is None:
-        fast = _fast(x, W, R, b_x, b_h, h0, c0, reverse=reverse, acts=acts, lens=lens, P=P, clip=clip,
-                     coupling=coupling, cell_clip=cell_clip, proj_W=proj_W, proj_b=proj_b, proj_clip=proj_clip,
-                     ln=ln, policy=policy, h_feed=h_feed)
-        if fast is not None:
-            return fast
-    return _numpy_lstm(x, W, R, b_x, b_h, h0, c0, reverse=reverse, acts=acts, lens=lens, P=P, clip=clip,
-                       coupling=coupling, cell_clip=cell_clip, proj_W=proj_W, proj_b=proj_b, proj_clip=proj_clip,
-                       ln=ln, policy=policy, h_feed=h_feed, observer=observer)
-
-
-def _fast(x, W, R, b_x, b_h, h0, c0, **kw):
-    fast = compiled.run_lstm(x, W, R, b_x, b_h, h0, c0, **kw)
-    if fast is not None:  # small batch, EXACT policy, kernel available: the compiled time loop ran
-        return fast
-    return rounded.run_lstm(x, W, R, b_x, b_h, h0, c0, **kw)  # fp16/bf16/DLFLOAT16 policy: the rounded loop
+    return dispatch.run("lstm", locals(), _numpy_lstm)  # locals(): exactly the arguments, by name
 
 
 def _numpy_lstm(x, W, R, b_x, b_h, h0, c0, *, reverse, acts, lens=None, P=None, clip=None, coupling=None,
                 cell_clip=None, proj_W=None, proj_b=None, proj_clip=None, ln=None, policy=EXACT, h_feed=None,
-                observer=None):
+                observer=None, gate_order="canonical"):
     """The NumPy time loop of :func:`lstm_sequence` (same arguments)."""
     B = x.shape[1]
     D, H4 = W.shape[0], W.shape[1]
@@ -119,18 +111,20 @@ def _numpy_lstm(x, W, R, b_x, b_h, h0, c0, *, reverse, acts, lens=None, P=None, 
     r_pre, r_gate, r_cell, r_hid = (policy.get(p) for p in ("preact", "gates", "cell", "hidden"))
 
     # ---- weights in compute order, pre-transposed for row-vector GEMMs, rounded once --------------------
-    Wc = _regate(W, 1)
+    blocks = lstm_blocks(gate_order)  # W, R, b_x, b_h: the block of each canonical gate
+    order = tuple(blocks[k] for k in _COMPUTE_ORDER)  # P and ln: canonical
+    Wc = _regate(W, 1, order)
     # split points (xproj / hproj): the recurrent bias stays with h·Rᵀ instead of being folded into the projection
     r_xp, r_hp = policy.get("xproj"), policy.get("hproj")
     split = policy.splits_biases and ln is None
     sb_x, sb_h = stored_biases(b_x, b_h, rw)
     bias = summed_bias(sb_x, None if split else sb_h, (D, H4), dt)
-    bias = None if bias is None else _regate(bias, 1)
-    h_bias = _regate(sb_h, 1).reshape(D, 1, H4) if split and sb_h is not None else None
+    bias = None if bias is None else _regate(bias, 1, order)
+    h_bias = _regate(sb_h, 1, order).reshape(D, 1, H4) if split and sb_h is not None else None
     if diagonal:
-        Rc = _regate(R, 1).reshape(D, 1, 4, H)
+        Rc = _regate(R, 1, order).reshape(D, 1, 4, H)
     else:
-        Rc = padded_copy(_regate(R, 1).transpose(0, 2, 1))  # [D, Hp, 4H]
+        Rc = padded_copy(_regate(R, 1, order).transpose(0, 2, 1))  # [D, Hp, 4H]
     P_if = None if P is None else P[:, None, 0:2].copy()  # [D, 1, 2, H]
     P_o = None if P is None else P[:, None, 2].copy()  # [D, 1, H]
     ln_c = None if ln is None else _regate(ln, 1).reshape(D, 1, 4, H)

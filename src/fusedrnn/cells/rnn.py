@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import compiled
+from . import dispatch
 from .activations import Activation
 from .observers import Observer, wanted_points
 from .recurrence import (
@@ -44,14 +44,9 @@ def rnn_sequence(
     observer: Observer | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run a vanilla RNN over a sequence. Returns Y [T, D, B, H] and Y_h [D, B, H]; ``acts[d]`` = (f,).
-    ``observer`` is called with the values of every step at the named points of :mod:`fusedrnn.cells.observers`."""
-    if observer is None:
-        fast = compiled.run_rnn(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip,
-                                policy=policy)
-        if fast is not None:  # small batch, EXACT policy, kernel available: the compiled time loop ran
-            return fast
-    return _numpy_rnn(x, W, R, b_x, b_h, h0, reverse=reverse, acts=acts, lens=lens, clip=clip, policy=policy,
-                      observer=observer)
+    ``observer`` is called with the values of every step at the named points of :mod:`fusedrnn.cells.observers`.
+    The backend (compiled or this module's NumPy loop) is chosen by :mod:`fusedrnn.cells.dispatch`."""
+    return dispatch.run("rnn", locals(), _numpy_rnn)  # locals(): exactly the arguments, by name
 
 
 def _numpy_rnn(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, policy=EXACT, observer=None):

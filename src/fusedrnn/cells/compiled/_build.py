@@ -11,14 +11,14 @@ Order of attempts, first success wins:
    measured 8-40x slower than with ``-march=native``.
 
 Cache directory: ``$FUSEDRNN_CACHE_DIR``, else ``$XDG_CACHE_HOME/fusedrnn``, else ``~/.cache/fusedrnn``, else a
-per-user temporary directory. ``FUSEDRNN_COMPILED=0`` disables the kernel (the NumPy engines run everything).
+per-user temporary directory. The deprecated ``FUSEDRNN_COMPILED=0`` keeps every kernel unbuilt (and makes the
+engine setting "numpy", :mod:`fusedrnn.cells.setting`).
 When no compiler is found or compilation fails, :func:`load` returns None and :func:`unavailable_reason` says
 why; nothing is raised.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
 import os
@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import setting
+
 HERE = Path(__file__).resolve().parent
 SOURCES = ("_kernel.c", "_kernel_body.h", "_batched.h", "_rows.h", "_pool.h")
 ABI_VERSION = 6
@@ -43,7 +45,7 @@ _state: dict = {"lib": None, "tried": False, "reason": None, "path": None}
 
 
 def _enabled_by_env() -> bool:
-    return os.environ.get("FUSEDRNN_COMPILED", "1").strip().lower() not in ("0", "false", "no", "off")
+    return not setting.compiled_switched_off_by_env()
 
 
 def cache_dir() -> Path:
@@ -269,25 +271,32 @@ class KernelLibrary:
         return None, "compilation failed: " + " | ".join(errors)
 
 
+TARGET_ENGINE = {"auto": "auto", "compiled": "compiled", "rounded": "auto", "numpy": "numpy"}
+"""What each engine setting (:data:`fusedrnn.cells.setting.ENGINES`) means for an SDK target's loop: the rounded
+backend is a float-engine one, so the targets read "rounded" as "auto"."""
+
+
 class EngineChoice:
     """Which loop an SDK target's ``engine="auto"`` runs: ``"auto"`` (compiled when available), ``"numpy"`` or
-    ``"compiled"``; :meth:`use` changes it inside a ``with`` block (tests, benchmarks; process-wide, not
+    ``"compiled"``, read from the one engine setting (:mod:`fusedrnn.cells.setting`: ``$FUSEDRNN_ENGINE``,
+    :func:`fusedrnn.cells.dispatch.set_engine`). :meth:`use` overrides it for this target (``scope``) inside a
+    ``with`` block, leaving the float engines and the other targets alone (tests, benchmarks; process-wide, not
     thread-safe)."""
 
     ENGINES = ("auto", "numpy", "compiled")
 
-    def __init__(self):
-        self.default = "auto"
+    def __init__(self, scope: str = "target"):
+        self.scope = scope
 
-    @contextlib.contextmanager
+    @property
+    def default(self) -> str:
+        """What ``engine="auto"`` means now for this target."""
+        return TARGET_ENGINE[setting.engine(self.scope)]
+
     def use(self, engine: str):
-        if engine not in self.ENGINES:
-            raise ValueError(f"engine: expected 'auto', 'numpy' or 'compiled', got {engine!r}")
-        old, self.default = self.default, engine
-        try:
-            yield
-        finally:
-            self.default = old
+        """Context manager: ``engine`` for this target's loops inside the block."""
+        setting.check_engine(engine, "engine", self.ENGINES)
+        return setting.using(engine, scope=self.scope)
 
 
 class CompiledLoop:
@@ -299,7 +308,7 @@ class CompiledLoop:
                  bind: Callable[[ctypes.CDLL], None], extra_flags: tuple[str, ...] = ()):
         self.name = name
         self.kernel = KernelLibrary(source, stem, abi_symbol, abi_version, bind, extra_flags)
-        self.engines = EngineChoice()
+        self.engines = EngineChoice(name)
 
     def load(self) -> ctypes.CDLL | None:
         """The kernel library (compiled or loaded from the cache on the first call), or None."""
@@ -325,8 +334,7 @@ class CompiledLoop:
             engine = self.default_engine()
         if engine == "numpy":
             return None
-        if engine not in EngineChoice.ENGINES:
-            raise ValueError(f"engine: expected 'auto', 'numpy' or 'compiled', got {engine!r}")
+        setting.check_engine(engine, "engine", EngineChoice.ENGINES)
         lib = self.load()
         if lib is None and engine == "compiled":
             raise RuntimeError(f"engine='compiled': the {self.name} kernel is unavailable "

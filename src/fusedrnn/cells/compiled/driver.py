@@ -1,14 +1,15 @@
-"""Python side of the compiled recurrence: checks the options are in the compiled subset and which path the
-kernel takes (cached per static configuration); on the general per-row path hoists the input projection (one BLAS
-GEMM per direction and chunk of steps) and runs the kernel once per chunk; on the float32 fused paths (batched
-GEMM, or per-row at batch 1-2: the kernel computes x·Wᵀ itself) runs the kernel once.
+"""Python side of the compiled recurrence: decides whether the kernel takes a call and which path it runs
+(:func:`accepts`, cached per static configuration), then runs it (:func:`run`): on the general per-row path the
+input projection is hoisted (one BLAS GEMM per direction and chunk of steps) and the kernel runs once per chunk; on
+the float32 fused paths (batched GEMM, or per-row at batch 1-2: the kernel computes x·Wᵀ itself) it runs once.
 
-The ``run_*`` functions take exactly the arguments of :func:`fusedrnn.cells.lstm_sequence`,
-:func:`~fusedrnn.cells.gru_sequence` and :func:`~fusedrnn.cells.rnn_sequence` and return the same tuple, or
-``None`` when they do not handle the call (kernel unavailable or switched off, a rounding policy other than
-EXACT, an ``h_feed``, a dtype other than float32/float64, or more than ``max_rows`` rows of D·B; by default
-MAX_ROWS, or BATCHED_MAX_ROWS where the batched path takes the call), in which case
-the caller runs its NumPy loop.
+:func:`accepts` takes a call of :func:`fusedrnn.cells.lstm_sequence`, :func:`~fusedrnn.cells.gru_sequence` or
+:func:`~fusedrnn.cells.rnn_sequence` (its arguments by name) and returns None or the reason it declines: kernel
+unavailable or switched off by the engine setting, a rounding policy other than EXACT, an ``h_feed`` or an
+observer, a dtype other than float32/float64, more than ``max_rows`` rows of D·B (by default MAX_ROWS, or
+BATCHED_MAX_ROWS where the batched path takes the call), an activation without kernel code, malformed lengths.
+:func:`run` runs what it accepted. The dispatch (:mod:`fusedrnn.cells.dispatch`) calls the two; ``run_lstm`` /
+``run_gru`` / ``run_rnn`` do both and return None where the kernel declines.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import ctypes
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from types import SimpleNamespace
 
 import numpy as np
 
+from .. import setting
 from ..activations import Activation
-from ..kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
+from ..kinds import DEFAULT_ACTIVATIONS, GATE_COUNT, LSTM_BLOCKS, LSTM_GATE_ORDERS
 from ..recurrence import reverse_valid_prefix
 from ..rounding import EXACT, RoundingPolicy
 from . import _build
@@ -49,7 +52,6 @@ ACTIVATION_CODES = {
 }
 _KIND = {"lstm": 0, "gru": 1, "rnn": 2}
 _COUPLING = {None: 0, "input_forget": 1, "cifg": 2}
-_GATES = GATE_COUNT
 _ACT_SLOTS = {kind: len(acts) for kind, acts in DEFAULT_ACTIVATIONS.items()}
 
 def _default_threads() -> int:
@@ -62,7 +64,8 @@ def _default_threads() -> int:
     return max(1, min(n, 2, cpus))
 
 
-_switch = {"enabled": True, "threads": _default_threads(), "last": None}
+_switch = {"threads": _default_threads(), "last": None}
+"""Thread count and the last path taken (whether the kernel may run at all is the engine setting's)."""
 
 THREAD_MIN_MACS = 1 << 18
 """Least recurrent work (multiply-adds per direction and call) for which a bidirectional call runs its second
@@ -103,17 +106,19 @@ def _ptr(a: np.ndarray) -> int:
 
 
 def available() -> bool:
-    """True when the kernel is loaded (compiling it on the first call) and not switched off."""
-    return _switch["enabled"] and _build.load() is not None
+    """True when the engine setting lets the kernel run and it is loaded (compiled on the first call)."""
+    return setting.allows("compiled") and _build.load() is not None
 
 
 def set_enabled(flag: bool) -> None:
-    """Switch the compiled loop on or off for this process (the NumPy engines then run every call)."""
-    _switch["enabled"] = bool(flag)
+    """Deprecated: the engine setting ``"auto"`` (True) or ``"numpy"`` (False, also for the rounded loop), as
+    :func:`fusedrnn.cells.dispatch.set_engine`."""
+    setting.set_engine("auto" if flag else "numpy")
 
 
 def is_enabled() -> bool:
-    return _switch["enabled"]
+    """True when the engine setting lets the kernel take calls ("auto" or "compiled")."""
+    return setting.allows("compiled")
 
 
 def set_threads(n: int) -> None:
@@ -135,30 +140,18 @@ def last_path() -> str | None:
 
 @contextlib.contextmanager
 def disabled() -> Iterator[None]:
-    """Context in which the ``run_*`` functions return None, so the engines run their NumPy loops."""
-    old = _switch["enabled"]
-    _switch["enabled"] = False
-    try:
+    """Context in which the NumPy engines run every call: the engine setting "numpy" (so the rounded loop is off
+    too; process-wide, not thread-safe)."""
+    with setting.using("numpy"):
         yield
-    finally:
-        _switch["enabled"] = old
-
-
-def _lib_for(x: np.ndarray, policy: RoundingPolicy, h_feed, D: int, max_rows: int | None):
-    if not _switch["enabled"] or h_feed is not None or not policy.is_exact:
-        return None
-    if x.dtype not in (np.float32, np.float64) or x.ndim != 3:
-        return None
-    if D * x.shape[1] > (BATCHED_MAX_ROWS if max_rows is None else max_rows):
-        return None
-    return _build.load()
 
 
 _act_cache: dict = {}
 
 
 def _act_table(acts: Sequence[Sequence[Activation]], D: int):
-    """(codes, alphas, betas) as flat [D*3] ctypes arrays, or None for an activation the kernel lacks."""
+    """(codes, alphas, betas) as flat [D*3] ctypes arrays, or the reason (str) for an activation the kernel
+    lacks."""
     key = (D, tuple(tuple(a) for a in acts[:D]))
     hit = _act_cache.get(key)
     if hit is None:
@@ -166,7 +159,7 @@ def _act_table(acts: Sequence[Sequence[Activation]], D: int):
         for d in range(D):
             for k, a in enumerate(acts[d]):
                 if a.name not in ACTIVATION_CODES or k > 2:
-                    return None
+                    return f"activation {a.name!r} has no kernel code"
                 codes[3 * d + k], alpha[3 * d + k], beta[3 * d + k] = ACTIVATION_CODES[a.name], a.alpha, a.beta
         hit = ((ctypes.c_int32 * 6)(*codes), (ctypes.c_double * 6)(*alpha), (ctypes.c_double * 6)(*beta))
         if len(_act_cache) < 256:
@@ -174,11 +167,11 @@ def _act_table(acts: Sequence[Sequence[Activation]], D: int):
     return hit
 
 
-_IDENTITY = (0, 1, 2, 3)
-GATE_ORDERS = {"canonical": _IDENTITY, "onnx": (0, 2, 3, 1)}
-"""LSTM gate orders run_lstm accepts: for each gate of the canonical order (i, f, g, o), its block in W, R and the
-biases (ONNX stores i, o, f, c). The kernel reorders while packing R and reads the projection at per-gate offsets,
-so ONNX-order weights need no reordered copy."""
+_IDENTITY = LSTM_BLOCKS["canonical"]
+GATE_ORDERS = LSTM_BLOCKS
+"""LSTM gate orders the kernel accepts (``gate_order=``): for each gate of the canonical order (i, f, g, o), its
+block in W, R and the biases (ONNX stores i, o, f, c). The kernel reorders while packing R and reads the
+projection at per-gate offsets, so ONNX-order weights need no reordered copy."""
 
 
 _templates: dict = {}
@@ -189,16 +182,19 @@ _templates: dict = {}
 
 def _template(lib, kind, dt, T, B, I, D, GH, Hp, reverse, acts, present, diagonal, lbr, coupling, clip, cell_clip,
               proj_clip, gperm):
-    """(args bytes, path) for :func:`_run`, path one of "batched", "rows", "per-row"; None when not handled."""
-    G = _GATES[kind]
+    """(args bytes, path) for :func:`run`, path one of "batched", "rows", "per-row"; or the reason (str) the
+    kernel declines."""
+    G = GATE_COUNT[kind]
     H = GH // G
-    if len(reverse) != D or D > 2 or H == 0 or B == 0 or len(acts) < D:
-        return None
+    if len(reverse) != D or D > 2 or len(acts) < D:
+        return f"{D} directions with {len(reverse)} reverse flags and {len(acts)} activation lists"
+    if H == 0 or B == 0:
+        return f"an empty dimension (H = {H}, B = {B})"
     if any(len(acts[d]) != _ACT_SLOTS[kind] for d in range(D)):
-        return None
+        return f"{[len(a) for a in acts[:D]]} activations per direction, not {_ACT_SLOTS[kind]}"
     table = _act_table(acts, D)
-    if table is None:
-        return None
+    if isinstance(table, str):
+        return table
     args = _Args()
     args.kind, args.D, args.B, args.H, args.Hp, args.G, args.T = _KIND[kind], D, B, H, Hp, G, T
     args.act, args.alpha, args.beta = table
@@ -222,37 +218,124 @@ def _template(lib, kind, dt, T, B, I, D, GH, Hp, reverse, acts, present, diagona
 
 
 _OPTIONAL = ("lens", "xb", "bh", "P", "projW", "projb", "ln")
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int, diagonal=False, lbr=False,
-         coupling=None, bh=None, P=None, proj_W=None, proj_b=None, ln=None, clip=None, cell_clip=None,
-         proj_clip=None, gperm=_IDENTITY, max_rows=None):
+def _normal_lens(lens, B: int, T: int):
+    """int64 lengths, None when every row runs T steps, or False when malformed (the NumPy engine reports it;
+    the kernel must never index outside [0, T))."""
+    lens = np.ascontiguousarray(lens, dtype=np.int64).reshape(-1)
+    if lens.shape != (B,) or lens.size and (lens.min() < 0 or lens.max() > T):
+        return False
+    return None if np.all(lens == T) else lens
+
+
+def accepts(call, max_rows: int | None = None) -> str | None:
+    """Whether the kernel takes ``call`` (a :class:`fusedrnn.cells.dispatch.Call`: ``kind``, the engine
+    function's arguments by name in ``args``): None, with what :func:`run` needs left in ``call.prepared`` (the
+    library, the call's template and path of :func:`_template`, the normalised lengths, the output width Hp);
+    else the reason it declines. ``max_rows`` overrides MAX_ROWS (per-row path) and
+    BATCHED_MAX_ROWS."""
+    kind, a = call.kind, call.args
+    if not setting.allows("compiled"):
+        return f"the engine setting is {setting.engine()!r}"
+    if a.get("observer") is not None:
+        return "observer given"
+    if a.get("h_feed") is not None:
+        return "h_feed given"
+    policy = a["policy"]
+    if not policy.is_exact:
+        return f"rounding policy {policy.name!r} (the kernel computes EXACT only)"
+    x, W, R = a["x"], a["W"], a["R"]
     dt = x.dtype
+    if dt not in _DTYPES or x.ndim != 3:
+        return f"x of dtype {dt} and rank {x.ndim} (float32 or float64, rank 3)"
     T, B, I = x.shape
     D, GH = W.shape[0], W.shape[1]
+    if D * B > (BATCHED_MAX_ROWS if max_rows is None else max_rows):
+        return f"{D}·{B} rows > {BATCHED_MAX_ROWS if max_rows is None else max_rows}"
+    lib = _build.load()
+    if lib is None:
+        return f"kernel unavailable: {_build.unavailable_reason()}"
+    lens = a["lens"]
     if lens is not None:
-        lens = np.ascontiguousarray(lens, dtype=np.int64).reshape(-1)
-        if lens.shape != (B,) or lens.size and (lens.min() < 0 or lens.max() > T):
-            return None  # the engine reports it; the kernel must never index outside [0, T)
-        if np.all(lens == T):
-            lens = None
-    optional = (lens, xbias, bh, P, proj_W, proj_b, ln)
-    present = tuple(n for n, a in zip(_OPTIONAL, optional, strict=True) if a is not None)
+        lens = _normal_lens(lens, B, T)
+        if lens is False:
+            return "sequence_lens malformed (the NumPy engine reports it)"
+    has_bias = a["b_x"] is not None or a["b_h"] is not None
+    diagonal = lbr = False
+    coupling = cell_clip = proj_clip = None
+    gperm = _IDENTITY
+    if kind == "lstm":
+        coupling, ln, diagonal = a["coupling"], a["ln"], R.ndim == 2
+        if coupling not in _COUPLING:
+            return f"coupling {coupling!r}"
+        gperm = GATE_ORDERS.get(a["gate_order"])
+        if gperm is None:
+            return f"gate_order {a['gate_order']!r} (one of {sorted(LSTM_GATE_ORDERS)})"
+        proj_W = a["proj_W"]
+        Hp = proj_W.shape[1] if proj_W is not None else GH // 4
+        cell_clip, proj_clip = a["cell_clip"], a["proj_clip"]
+        present = (lens is not None, has_bias and ln is None, has_bias and ln is not None, a["P"] is not None,
+                   proj_W is not None, a["proj_b"] is not None, ln is not None)
+    elif kind == "gru":
+        lbr = bool(a["linear_before_reset"])
+        Hp = GH // 3
+        present = (lens is not None, has_bias, lbr and a["b_h"] is not None, False, False, False, False)
+    else:
+        Hp = GH
+        present = (lens is not None, has_bias, False, False, False, False, False)
+    acts, reverse, clip = a["acts"], a["reverse"], a["clip"]
     key = (kind, dt.char, T, B, I, D, GH, Hp, tuple(reverse), tuple(map(tuple, acts[:D])), len(acts), present,
            diagonal, lbr, coupling, clip, cell_clip, proj_clip, gperm, BATCH_MIN)
     hit = _templates.get(key)
     if hit is None:
-        hit = _template(lib, kind, dt, T, B, I, D, GH, Hp, reverse, acts, present, diagonal, lbr, coupling, clip,
+        names = tuple(n for n, on in zip(_OPTIONAL, present, strict=True) if on)
+        hit = _template(lib, kind, dt, T, B, I, D, GH, Hp, reverse, acts, names, diagonal, lbr, coupling, clip,
                         cell_clip, proj_clip, gperm)
         if len(_templates) >= 512:
             _templates.clear()
         _templates[key] = hit
-    if hit is None:
-        return None
+    if isinstance(hit, str):
+        return hit
     raw, path = hit
+    limit = MAX_ROWS if max_rows is None else max_rows
+    if path == "per-row" and D * B > limit:
+        return f"{D}·{B} rows > {limit} on the per-row path (options outside the fused subset)"
+    call.prepared = (lib, raw, path, lens, Hp)  # a plain tuple: the cheapest record (this runs on every call)
+    return None
+
+
+def run(call) -> tuple:
+    """Run a call :func:`accepts` took: (Y, Y_h) or (Y, Y_h, Y_c), as the engine returns them."""
+    a, kind = call.args, call.kind
+    x, W = a["x"], a["W"]
+    dt = x.dtype
+    b_x, b_h = a["b_x"], a["b_h"]
+    c0 = P = proj_W = proj_b = ln = bh = None
+    if kind == "lstm":
+        c0, P, proj_W, proj_b, ln = a["c0"], a["P"], a["proj_W"], a["proj_b"], a["ln"]
+        xbias = _sum(b_x, b_h, dt)
+        if ln is not None:  # with layer norm the bias goes in after normalising: the kernel adds it there
+            xbias, bh = None, xbias
+    elif kind == "gru":
+        if b_h is not None and a["linear_before_reset"]:  # the candidate's recurrent bias stays inside r ⊙ (...)
+            H = W.shape[1] // 3
+            bh = b_h[:, 2 * H :]
+            b_h = np.concatenate([b_h[:, : 2 * H], np.zeros((W.shape[0], H), b_h.dtype)], axis=1)
+        xbias = _sum(b_x, b_h, dt)
+    else:
+        xbias = _sum(b_x, b_h, dt)
+    return _run(call.prepared, x, W, a["R"], a["h0"], c0, a["reverse"], (xbias, bh, P, proj_W, proj_b, ln))
+
+
+def _run(prepared: tuple, x, W, R, h0, c0, reverse, optional):
+    lib, raw, path, lens, Hp = prepared
+    optional = (lens, *optional)
+    dt = x.dtype
+    T, B, I = x.shape
+    D, GH = W.shape[0], W.shape[1]
     batched, fused = path == "batched", path != "per-row"
-    if D * B > (MAX_ROWS if max_rows is None else max_rows) and not fused:
-        return None
     _switch["last"] = path
     args = _Args.from_buffer_copy(raw)
     keep = []  # the arrays whose addresses the kernel holds
@@ -270,7 +353,6 @@ def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int
         keep += [xc, Wc]
         args.x, args.W = _ptr(xc), _ptr(Wc)
     steps = T if lens is None else int(lens.max(initial=0))
-    rev = [bool(r) for r in reverse]
     h = np.array(h0, dtype=dt, order="C", copy=True)
     c = np.array(c0, dtype=dt, order="C", copy=True) if c0 is not None else None
     Y = np.zeros((T, D, B, Hp), dt) if lens is not None else np.empty((T, D, B, Hp), dt)
@@ -288,7 +370,7 @@ def _run(lib, kind: str, x, W, R, xbias, h0, c0, reverse, acts, lens, *, Hp: int
         if steps and run(ref) != 0:
             raise MemoryError("compiled recurrence: could not allocate its work buffer")
     else:
-        _run_chunks(run, ref, args, x, W, lens, rev, steps, D, B, I, GH, dt)
+        _run_chunks(run, ref, args, x, W, lens, [bool(r) for r in reverse], steps, D, B, I, GH, dt)
     del keep
     if lens is not None:
         h[:, lens == 0] = 0
@@ -335,47 +417,27 @@ def _sum(a, b, dt) -> np.ndarray | None:
     return np.add(a, b, dtype=dt)
 
 
+def _run_or_none(kind: str, a: dict, max_rows: int | None):
+    call = SimpleNamespace(kind=kind, args=a, prepared=None)
+    return None if accepts(call, max_rows) is not None else run(call)
+
+
 def run_lstm(x, W, R, b_x, b_h, h0, c0, *, reverse, acts, lens=None, P=None, clip=None, coupling=None,
              cell_clip=None, proj_W=None, proj_b=None, proj_clip=None, ln=None, policy: RoundingPolicy = EXACT,
-             h_feed=None, max_rows: int | None = None, gate_order: str = "canonical"):
+             h_feed=None, max_rows: int | None = None, gate_order: str = "canonical", observer=None):
     """:func:`fusedrnn.cells.lstm_sequence` in compiled code: (Y, Y_h, Y_c), or None when not handled.
 
     ``gate_order``: the gate order of W, R, b_x, b_h (a key of :data:`GATE_ORDERS`; P and ln stay canonical)."""
-    D, H4 = W.shape[0], W.shape[1]
-    lib = _lib_for(x, policy, h_feed, D, max_rows)
-    if lib is None or coupling not in _COUPLING:
-        return None
-    Hp = proj_W.shape[1] if proj_W is not None else H4 // 4
-    bias = _sum(b_x, b_h, x.dtype)
-    return _run(lib, "lstm", x, W, R, None if ln is not None else bias, h0, c0, reverse, acts, lens, Hp=Hp,
-                diagonal=R.ndim == 2, coupling=coupling, bh=bias if ln is not None else None, P=P, proj_W=proj_W,
-                proj_b=proj_b, ln=ln, clip=clip, cell_clip=cell_clip, proj_clip=proj_clip,
-                gperm=GATE_ORDERS[gate_order], max_rows=max_rows)
+    return _run_or_none("lstm", locals(), max_rows)
 
 
 def run_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linear_before_reset=False,
-            policy: RoundingPolicy = EXACT, max_rows: int | None = None):
+            policy: RoundingPolicy = EXACT, max_rows: int | None = None, observer=None):
     """:func:`fusedrnn.cells.gru_sequence` in compiled code: (Y, Y_h), or None when not handled."""
-    D, H3 = W.shape[0], W.shape[1]
-    lib = _lib_for(x, policy, None, D, max_rows)
-    if lib is None:
-        return None
-    dt, H = x.dtype, H3 // 3
-    b_hn = None
-    if b_h is not None and linear_before_reset:
-        b_hn = b_h[:, 2 * H :]
-        b_h = np.concatenate([b_h[:, : 2 * H], np.zeros((D, H), b_h.dtype)], axis=1)
-    bias = _sum(b_x, b_h, dt)
-    return _run(lib, "gru", x, W, R, bias, h0, None, reverse, acts, lens, Hp=H, lbr=bool(linear_before_reset),
-                bh=b_hn, clip=clip, max_rows=max_rows)
+    return _run_or_none("gru", locals(), max_rows)
 
 
 def run_rnn(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, policy: RoundingPolicy = EXACT,
-            max_rows: int | None = None):
+            max_rows: int | None = None, observer=None):
     """:func:`fusedrnn.cells.rnn_sequence` in compiled code: (Y, Y_h), or None when not handled."""
-    D, H = W.shape[0], W.shape[1]
-    lib = _lib_for(x, policy, None, D, max_rows)
-    if lib is None:
-        return None
-    bias = _sum(b_x, b_h, x.dtype)
-    return _run(lib, "rnn", x, W, R, bias, h0, None, reverse, acts, lens, Hp=H, clip=clip, max_rows=max_rows)
+    return _run_or_none("rnn", locals(), max_rows)

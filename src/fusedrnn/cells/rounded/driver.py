@@ -1,13 +1,14 @@
-"""Python side of the rounded recurrence: checks the call is in the compiled subset, rounds weights and inputs
-with the policy's NumPy rounders, computes the input projection with BLAS (rounded at ``xproj``), and runs the C
-loop (``_rounded.c``) once per call.
+"""Python side of the rounded recurrence: decides whether the C loop takes a call (:func:`accepts`), then
+(:func:`run`) rounds weights and inputs with the policy's NumPy rounders, computes the input projection with
+BLAS (rounded at ``xproj``), and runs the C loop (``_rounded.c``) once per call.
 
-``run_lstm`` / ``run_gru`` take exactly the arguments of :func:`fusedrnn.cells.lstm_sequence` /
-:func:`~fusedrnn.cells.gru_sequence` and return the same tuple, or ``None`` when they decline: library unavailable
-or switched off (``FUSEDRNN_COMPILED=0``, :func:`disabled`), the EXACT policy (the ``compiled`` kernel's job), a
-rounder other than fp16 / bf16 / DLFLOAT16, a dtype other than float32, more than :data:`MAX_ROWS` rows of D·B,
-or an option outside the subset (``h_feed``, projection, layer norm, diagonal R, activations other than the
-default sigmoid/tanh, a policy with neither pre-activation/gate rounding nor split points).
+:func:`accepts` takes a call of :func:`fusedrnn.cells.lstm_sequence` / :func:`~fusedrnn.cells.gru_sequence` (its
+arguments by name) and returns None or the reason it declines: library unavailable or switched off by the engine setting
+(``FUSEDRNN_ENGINE``, :func:`disabled`), the EXACT policy (the ``compiled`` kernel's job), a rounder other than
+fp16 / bf16 / DLFLOAT16, a dtype other than float32, more than :data:`MAX_ROWS` rows of D·B, or an option outside
+the subset (``h_feed``, an observer, projection, layer norm, diagonal R, activations other than the default
+sigmoid/tanh, a policy with neither pre-activation/gate rounding nor split points, the RNN). ``run_lstm`` /
+``run_gru`` do both and return None where the loop declines.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import contextlib
 import ctypes
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from ...numerics.float_formats import round_to_bfloat16, round_to_dlfloat16, round_to_float16
+from .. import setting
 from ..compiled._build import KernelLibrary
-from ..kinds import GATE_COUNT
+from ..kinds import DEFAULT_ACTIVATIONS, GATE_COUNT, lstm_canonical
 from ..recurrence import stored_biases
 from ..rounding import EXACT, RoundingPolicy
 
@@ -32,7 +35,7 @@ ABI_VERSION = 1
 MODES = {round_to_float16: 1, round_to_bfloat16: 2, round_to_dlfloat16: 3}
 _LOOP_POINTS = ("preact", "gates", "cell", "hidden", "hproj")  # order of rr_args.mode
 _COUPLING = {None: 0, "input_forget": 1, "cifg": 2}
-_DEFAULT_ACTS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh")}
+_KINDS = ("lstm", "gru")  # with their default activations (sigmoid gates, tanh candidate) only
 
 
 class _Args(ctypes.Structure):
@@ -56,12 +59,11 @@ def _bind(lib: ctypes.CDLL) -> None:
 
 LIBRARY = KernelLibrary(Path(__file__).resolve().parent / "_rounded.c", "rounded", "fusedrnn_rounded_abi",
                         ABI_VERSION, _bind, extra_flags=("-ffp-contract=off", "-Wl,--no-as-needed", "-lm"))
-_switch = {"enabled": True}
 
 
 def available() -> bool:
-    """True when the library is loaded (compiled on the first call) and not switched off."""
-    return _switch["enabled"] and LIBRARY.load() is not None
+    """True when the engine setting lets the loop run and the library is loaded (compiled on the first call)."""
+    return setting.allows("rounded") and LIBRARY.load() is not None
 
 
 def unavailable_reason() -> str | None:
@@ -69,18 +71,17 @@ def unavailable_reason() -> str | None:
 
 
 def set_enabled(flag: bool) -> None:
-    _switch["enabled"] = bool(flag)
+    """Deprecated: the engine setting ``"auto"`` (True) or ``"numpy"`` (False, also for the compiled loop), as
+    :func:`fusedrnn.cells.dispatch.set_engine`."""
+    setting.set_engine("auto" if flag else "numpy")
 
 
 @contextlib.contextmanager
 def disabled() -> Iterator[None]:
-    """Context in which ``run_*`` return None, so the NumPy engines run (process-wide, not thread-safe)."""
-    old = _switch["enabled"]
-    _switch["enabled"] = False
-    try:
+    """Context in which the NumPy engines run every call: the engine setting "numpy" (process-wide, not
+    thread-safe)."""
+    with setting.using("numpy"):
         yield
-    finally:
-        _switch["enabled"] = old
 
 
 def round_with(mode: str, x: np.ndarray) -> np.ndarray:
@@ -105,17 +106,63 @@ def _modes(policy: RoundingPolicy) -> list[int] | None:
     return out
 
 
-def _accept(kind: str, x, policy, D: int, B: int, acts, h_feed=None):
-    if not _switch["enabled"] or h_feed is not None or policy.is_exact or x.dtype != np.float32 or x.ndim != 3:
-        return None
-    if D * B > MAX_ROWS or D > 2 or len(acts) < D or any(tuple(a.name for a in acts[d]) != _DEFAULT_ACTS[kind]
-                                                         for d in range(D)):
-        return None
+class Plan:
+    """What :func:`run` needs of a call the loop takes: the library, the C rounder of each point, the lengths."""
+
+    __slots__ = ("lib", "modes", "lens")
+
+    def __init__(self, lib, modes, lens):
+        self.lib, self.modes, self.lens = lib, modes, lens
+
+
+def accepts(call) -> str | None:
+    """Whether the loop takes ``call`` (a :class:`fusedrnn.cells.dispatch.Call`: ``kind``, the engine function's
+    arguments by name in ``args``): None, with the :class:`Plan` of :func:`run` left in ``call.prepared``; else
+    the reason it declines."""
+    kind, a = call.kind, call.args
+    if not setting.allows("rounded"):
+        return f"the engine setting is {setting.engine()!r}"
+    if kind not in _KINDS:
+        return f"no rounded {kind.upper()} loop"
+    if a.get("observer") is not None:
+        return "observer given"
+    if a.get("h_feed") is not None:
+        return "h_feed given"
+    policy, x, W = a["policy"], a["x"], a["W"]
+    if policy.is_exact:
+        return "the EXACT policy (the compiled backend's)"
+    if x.dtype != np.float32 or x.ndim != 3:
+        return f"x of dtype {x.dtype} and rank {x.ndim} (float32, rank 3)"
+    D, B = W.shape[0], x.shape[1]
+    if D * B > MAX_ROWS:
+        return f"{D}·{B} rows > MAX_ROWS {MAX_ROWS}"
+    acts, reverse = a["acts"], a["reverse"]
+    if len(reverse) != D or D > 2 or len(acts) < D:
+        return f"{D} directions with {len(reverse)} reverse flags and {len(acts)} activation lists"
+    if any(tuple(act.name for act in acts[d]) != DEFAULT_ACTIVATIONS[kind] for d in range(D)):
+        return f"activations other than {DEFAULT_ACTIVATIONS[kind]}"
+    if kind == "lstm":
+        for name, off in (("proj_W", "a projection"), ("ln", "layer norm")):
+            if a[name] is not None:
+                return off
+        if a["R"].ndim != 3:
+            return "diagonal R"
+        if a["coupling"] not in _COUPLING:
+            return f"coupling {a['coupling']!r}"
     modes = _modes(policy)
-    if modes is None or not (policy.splits_biases or "preact" in modes or "gates" in modes):
-        return None  # without these the NumPy engine folds ½ into sigmoid's argument: a different operation order
+    if modes is None:
+        return f"policy {policy.name!r} has a rounder without C code"
+    if not (policy.splits_biases or "preact" in modes or "gates" in modes):
+        # without these the NumPy engine folds ½ into sigmoid's argument: a different operation order
+        return f"policy {policy.name!r} rounds neither pre-activations nor gates"
     lib = LIBRARY.load()
-    return None if lib is None else (lib, modes)
+    if lib is None:
+        return f"library unavailable: {LIBRARY.reason}"
+    lens = _lens(a["lens"], B, x.shape[0])
+    if lens is False:
+        return "sequence_lens malformed (the NumPy engine reports it)"
+    call.prepared = Plan(lib, modes, lens)
+    return None
 
 
 def _lens(lens, B: int, T: int):
@@ -186,41 +233,25 @@ def _run(lib, modes, policy, kind, x, W, R, xbias, hb, h0, c0, reverse, lens, *,
     return outs
 
 
-def run_lstm(x, W, R, b_x, b_h, h0, c0, *, reverse, acts, lens=None, P=None, clip=None, coupling=None,
-             cell_clip=None, proj_W=None, proj_b=None, proj_clip=None, ln=None, policy: RoundingPolicy = EXACT,
-             h_feed=None):
-    """:func:`fusedrnn.cells.lstm_sequence` under a rounding policy in compiled code: (Y, Y_h, Y_c), or None."""
-    D = W.shape[0]
-    if proj_W is not None or ln is not None or R.ndim != 3 or coupling not in _COUPLING or len(reverse) != D:
-        return None
-    got = _accept("lstm", x, policy, D, x.shape[1], acts, h_feed)
-    if got is None:
-        return None
-    lens = _lens(lens, x.shape[1], x.shape[0])
-    if lens is False:
-        return None
-    lib, modes = got
+def run(call) -> tuple:
+    """Run a call :func:`accepts` took: (Y, Y_h) or (Y, Y_h, Y_c), as the engine returns them."""
+    return (_run_lstm if call.kind == "lstm" else _run_gru)(call.prepared, **call.args)
+
+
+def _run_lstm(p: Plan, x, W, R, b_x, b_h, h0, c0, *, reverse, P=None, clip=None, coupling=None,
+                  cell_clip=None, policy: RoundingPolicy = EXACT, gate_order="canonical", **_):
+    W, R, b_x, b_h = (lstm_canonical(a, gate_order) for a in (W, R, b_x, b_h))
     split = policy.splits_biases
     sb_x, sb_h = stored_biases(b_x, b_h, policy.get("weights"))
     bias = _sum(sb_x, None if split else sb_h)
     hb = np.ascontiguousarray(sb_h, dtype=np.float32) if split and sb_h is not None else None
-    return _run(lib, modes, policy, "lstm", x, W, R, bias, hb, h0, c0, reverse, lens, split=split, P=P,
+    return _run(p.lib, p.modes, policy, "lstm", x, W, R, bias, hb, h0, c0, reverse, p.lens, split=split, P=P,
                 clip=clip, cell_clip=cell_clip, coupling=coupling)
 
 
-def run_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linear_before_reset=False,
-            policy: RoundingPolicy = EXACT):
-    """:func:`fusedrnn.cells.gru_sequence` under a rounding policy in compiled code: (Y, Y_h), or None."""
+def _run_gru(p: Plan, x, W, R, b_x, b_h, h0, *, reverse, clip=None, linear_before_reset=False,
+                 policy: RoundingPolicy = EXACT, **_):
     D, H = W.shape[0], W.shape[1] // 3
-    if len(reverse) != D:
-        return None
-    got = _accept("gru", x, policy, D, x.shape[1], acts)
-    if got is None:
-        return None
-    lens = _lens(lens, x.shape[1], x.shape[0])
-    if lens is False:
-        return None
-    lib, modes = got
     lbr = bool(linear_before_reset)
     split = policy.splits_biases and lbr
     sb_x, sb_h = stored_biases(b_x, b_h, policy.get("weights"))
@@ -235,8 +266,26 @@ def run_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linea
             hb = np.ascontiguousarray(sb_h[:, 2 * H :], dtype=np.float32)
         else:
             bias = _sum(bias, sb_h)
-    return _run(lib, modes, policy, "gru", x, W, R, bias, hb, h0, None, reverse, lens, lbr=lbr, split=split,
+    return _run(p.lib, p.modes, policy, "gru", x, W, R, bias, hb, h0, None, reverse, p.lens, lbr=lbr, split=split,
                 clip=clip)
+
+
+def _run_or_none(kind: str, a: dict):
+    call = SimpleNamespace(kind=kind, args=a, prepared=None)
+    return None if accepts(call) is not None else run(call)
+
+
+def run_lstm(x, W, R, b_x, b_h, h0, c0, *, reverse, acts, lens=None, P=None, clip=None, coupling=None,
+             cell_clip=None, proj_W=None, proj_b=None, proj_clip=None, ln=None, policy: RoundingPolicy = EXACT,
+             h_feed=None, observer=None, gate_order: str = "canonical"):
+    """:func:`fusedrnn.cells.lstm_sequence` under a rounding policy in compiled code: (Y, Y_h, Y_c), or None."""
+    return _run_or_none("lstm", locals())
+
+
+def run_gru(x, W, R, b_x, b_h, h0, *, reverse, acts, lens=None, clip=None, linear_before_reset=False,
+            policy: RoundingPolicy = EXACT, observer=None):
+    """:func:`fusedrnn.cells.gru_sequence` under a rounding policy in compiled code: (Y, Y_h), or None."""
+    return _run_or_none("gru", locals())
 
 
 def _sum(a, b):

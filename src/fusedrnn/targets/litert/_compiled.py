@@ -2,17 +2,16 @@
 driver behind ``IntegerLstmKernel.run(engine="compiled")``.
 
 The library is compiled with the machine's C compiler into the cache directory of
-:mod:`fusedrnn.cells.compiled._build` (same compiler search, flags, CPU key and ``FUSEDRNN_COMPILED=0`` switch),
-under its own file name. When no compiler is found or compilation fails, :func:`load` returns None and the kernel
-keeps its NumPy loop. The input products of each chunk of steps come from one exact float GEMM
-(:meth:`IntMatrix.matmul_float`); every table and constant is the NumPy kernel's own, so the C code only re-does
-the per-step integer arithmetic (same results to the bit: tests/test_litert_compiled.py).
+:mod:`fusedrnn.cells.compiled._build` (same compiler search, flags and CPU key; the engine setting,
+``$FUSEDRNN_ENGINE``, says which loop runs), under its own file name. When no compiler is found or compilation
+fails, :func:`load` returns None and the kernel keeps its NumPy loop. The input products of each chunk of steps come
+from one exact float GEMM (:meth:`IntMatrix.matmul_float`); every table and constant is the NumPy kernel's own, so
+the C code only re-does the per-step integer arithmetic (same results to the bit: tests/test_litert_compiled.py).
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +22,6 @@ HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "_kernel.c"
 ABI = 3
 CHUNK_VALUES = 1 << 18  # input products per chunk of steps (1 MiB of float32)
-
-_lock = threading.Lock()
-_state: dict = {"tried": False, "lib": None, "reason": None}
 
 P = ctypes.c_void_p
 I32, I64 = ctypes.c_int32, ctypes.c_int64

@@ -2,17 +2,17 @@
 time loops of :func:`.cells.lstm_sequence`, :func:`.cells.gru_sequence` and :func:`.mli1.lstm1x_sequence`.
 
 The library is compiled with the machine's C compiler into the cache directory of
-:mod:`fusedrnn.cells.compiled._build` (same compiler search, flags, CPU key and ``FUSEDRNN_COMPILED=0`` switch),
-under its own file name. When no compiler is found or compilation fails, :func:`load` returns None and the
-callers keep their NumPy loops. Every table and constant is computed by the NumPy code (activation tables over
-all inputs, sa8 element-wise tables over all operand pairs), so the C code only re-does the integer arithmetic
-that the NumPy path does per step (same results, to the bit: see tests/test_mli_compiled.py).
+:mod:`fusedrnn.cells.compiled._build` (same compiler search, flags and CPU key; the engine setting,
+``$FUSEDRNN_ENGINE``, says which loop runs), under its own file name. When no compiler is found or compilation
+fails, :func:`load` returns None and the callers keep their NumPy loops. Every table and constant is computed by the
+NumPy code (activation tables over all inputs, sa8 element-wise tables over all operand pairs), so the C code only
+re-does the integer arithmetic that the NumPy path does per step (same results, to the bit: see
+tests/test_mli_compiled.py).
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +22,6 @@ from ...cells.compiled import _build
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "_kernel.c"
 ABI = 3
-
-_lock = threading.Lock()
-_state: dict = {"tried": False, "lib": None, "reason": None}
 
 P = ctypes.c_void_p
 I32, I64 = ctypes.c_int32, ctypes.c_int64

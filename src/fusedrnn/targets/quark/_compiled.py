@@ -2,12 +2,12 @@
 :func:`run` that :meth:`.kernel.Recurrence.run` calls instead of its NumPy loop.
 
 The library is compiled with the machine's C compiler into the cache directory of
-:mod:`fusedrnn.cells.compiled._build` (same compiler search, flags, CPU key and ``FUSEDRNN_COMPILED=0`` switch),
-under its own file name, with ``-ffp-contract=off`` (float32 tanhf must not be fused into FMAs) and ``-fwrapv``
-(int64 wrap-around as in NumPy). When no compiler is found or compilation fails, :func:`load` returns None and
-the NumPy loop runs. The kernel parameters come from the NumPy code (packed once per set of weights by
-:func:`pack`); the C code re-does exactly the per-step arithmetic of the NumPy loop (tests/test_quark_compiled.py
-checks ``==``).
+:mod:`fusedrnn.cells.compiled._build` (same compiler search, flags and CPU key; the engine setting,
+``$FUSEDRNN_ENGINE``, says which loop runs), under its own file name, with ``-ffp-contract=off`` (float32 tanhf must
+not be fused into FMAs) and ``-fwrapv`` (int64 wrap-around as in NumPy). When no compiler is found or compilation
+fails, :func:`load` returns None and the NumPy loop runs. The kernel parameters come from the NumPy code (packed
+once per set of weights by :func:`pack`); the C code re-does exactly the per-step arithmetic of the NumPy loop
+(tests/test_quark_compiled.py checks ``==``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The ExtendedLSTM recurrence (quark.md section 3, step 3), vectorised over directions and batch.
 
 Inputs are int16-domain integers (q - 32768). The whole loop runs in C (``_compiled``, bit-identical) when the
-kernel library builds; otherwise, and with ``_compiled.use_engine("numpy")``, the NumPy loop below runs: per step
-a fixed number of NumPy calls on [D, B, 4H] arrays, the input projection of all timesteps one exact GEMM before
-the loop. Every batch row is an independent sequence with its own arithmetic.
+kernel library builds; otherwise, and under the engine setting "numpy" (``$FUSEDRNN_ENGINE``,
+:func:`fusedrnn.cells.dispatch.using`, or ``_compiled.use_engine("numpy")`` for Quark alone), the NumPy loop
+below runs: per step a fixed number of NumPy calls on [D, B, 4H] arrays, the input projection of all timesteps
+one exact GEMM before the loop. Every batch row is an independent sequence with its own arithmetic.
 """
 
 from __future__ import annotations

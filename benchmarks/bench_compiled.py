@@ -37,22 +37,6 @@ from benchmarks.common import (
 PROFILES = {"default": (5, 40, 4.0), "quick": (3, 8, 0.8)}  # min rounds, max rounds, budget seconds per case
 
 
-def install_dispatch() -> None:
-    """Route ops' engine calls through the compiled loop first (what the hook in the engines will do)."""
-    from fusedrnn import ops
-    from fusedrnn.cells import compiled, gru_sequence, lstm_sequence
-
-    def routed(engine, fast):
-        def run(*args, **kwargs):
-            out = fast(*args, **kwargs)
-            return engine(*args, **kwargs) if out is None else out
-
-        return run
-
-    ops.lstm_sequence = routed(lstm_sequence, compiled.run_lstm)
-    ops.gru_sequence = routed(gru_sequence, compiled.run_gru)
-
-
 def fusedrnn_calls(p) -> dict:
     from fusedrnn import ops
     from fusedrnn.cells import compiled
@@ -118,7 +102,6 @@ def main(argv=None) -> int:
     if not compiled.available():
         print(f"compiled kernel unavailable: {compiled.unavailable_reason()}")
         return 1
-    install_dispatch()
     peers = [x.strip() for x in a.peers.split(",") if x.strip()]
     if a.threads is not None:
         print(set_threads(a.threads))

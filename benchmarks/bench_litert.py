@@ -14,7 +14,7 @@ float32 engine, ``emulated(x)`` (float in, quantize, integer kernel, dequantize)
 ``reset_all_variables(); set_tensor(x_q); invoke(); get_tensor(y)``. The issue's goals for ``litert-int8x16`` on
 S2 (T=100, B=32, I=128, H=256) and S4 (T=1000, B=1, I=40, H=64): within 2x of the float32 engine; on S2
 within 3x of the interpreter. ``litert-int8x16`` runs its compiled time loop (``_kernel.c``) when a C compiler
-is available (``FUSEDRNN_COMPILED=0``: the NumPy loop). The
+is available (``FUSEDRNN_ENGINE=numpy``: the NumPy loop). The
 interpreter's int8 output must equal fusedrnn's bit for bit (exit status 1 otherwise). Read the paired ratios
 (median over rounds); absolute times on a shared machine are noisy.
 """

@@ -10,7 +10,7 @@ Run from the repository root::
 Each case builds one float layer from the benchmark problem (PyTorch-style init, inputs U(-1, 1)), prepares the
 MLI target with the problem's own input as calibration (not timed), and times ``layer(x)`` on the float32 engine
 and on the integer MLI kernels in the same rounds (the compiled MLI loops when a C compiler is available;
-``FUSEDRNN_COMPILED=0`` times the NumPy loops). The goal (issue 11): ``mli2-sa8`` LSTM on S2 (T=100, B=32,
+``FUSEDRNN_ENGINE=numpy`` times the NumPy loops). The goal (issue 11): ``mli2-sa8`` LSTM on S2 (T=100, B=32,
 I=128, H=256) and S4 (T=1000, B=1, I=40, H=64) within 2x of the float32 engine. The paired ratio (median over
 rounds of mli / fp32) is what to read; absolute times on a shared machine are noisy. Exit status 1 when the goal
 is missed or the MLI result is far from float (max |diff| > 0.25, a broken quantization).

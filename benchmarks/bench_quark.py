@@ -13,7 +13,7 @@ straightforward transcription of the same arithmetic (Python ints, NumPy float32
 through ctypes); its cost is linear in T, so it is timed on ``--naive-steps`` steps and scaled to T (both
 numbers are printed). Every implementation is checked bit for bit against fusedrnn. All three are timed in
 the same run, interleaved, single-threaded (numpy's BLAS limited to 1 thread). Exit status 1 on disagreement.
-``--anchors`` then times faithful mode (the compiled loop when a C compiler is available; ``FUSEDRNN_COMPILED=0``
+``--anchors`` then times faithful mode (the compiled loop when a C compiler is available; ``FUSEDRNN_ENGINE=numpy``
 times the NumPy loop) against the float32 engine's bidirectional LSTM on the anchor shapes (issue 11's goal:
 <= 2x on S2 and S4; S2's 32 sequences run as rows of one call, each bit-identical to a batch-1 call). The goal
 is measured with the weights prepared once (``quark.prepare``, what ``layer.to("quark")`` and ONNX models do);

@@ -163,7 +163,8 @@ def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attr
         if P is not None:
             P = as_float_array(P, "P")
             check_shape(P, (D, 3 * H), "P", "[num_directions, 3*hidden_size] (order i, o, f)")
-            arrays["P"] = np.ascontiguousarray(P.astype(dt, copy=False).reshape(D, 3, H)[:, [0, 2, 1]])  # -> i, f, o
+            P = P.astype(dt, copy=False).reshape(D, 3, H)
+            arrays["P"] = np.ascontiguousarray(conventions.peepholes_to_canonical(P, "onnx", axis=1))
     options = dict(
         reverse=reverse,
         acts=onnx_activations(cell, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], D,

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ...cells.compiled import _build
+from .slots import PROJECTION_WEIGHTS
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "_kernel.c"
@@ -126,7 +127,7 @@ class Plan:
         a.hid_q, a.hid_s = _scalar_req(k.hid_req)
         if k.proj:
             a.proj_q, a.proj_s = _scalar_req(k.proj_req)
-            a.Wp = self._ptr(_pairs(np.asarray(k.t[16].data).T, a.Np))
+            a.Wp = self._ptr(_pairs(np.asarray(k.t[PROJECTION_WEIGHTS].data).T, a.Np))
             a.proj_bias = self._ptr(np.asarray(k.proj_bias, np.int64))
         a.sig, a.tanh3, a.tanhc = (self._ptr(_table(k.sig)), self._ptr(_table(k.tanh3)),
                                    self._ptr(_table(k.tanh_c)))

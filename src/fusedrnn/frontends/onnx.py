@@ -57,7 +57,6 @@ class Model:
                  emulations: dict | None = None, executor: str = "auto", _shared: dict | None = None):
         self._proto = proto
         self._target = None if target is None else _targets.get(target)
-        self._emulations = emulations
         self._shared = {} if _shared is None else _shared  # state shared with to() copies (the ORT session)
         sig = signature(proto)
         self._inputs, self._optional_inputs, self._outputs = sig.inputs, sig.optional_inputs, sig.outputs

@@ -72,10 +72,13 @@ class TflmLstmParams:
     quantized_cell_clip: int
 
     @classmethod
-    def prepare(cls, q: QuantizedLstm, products: str = "float32") -> TflmLstmParams:
+    def prepare(cls, q: QuantizedLstm, products: str = "float32", *, gate_scales: tuple = (2.0**-12, 2.0**-15)
+                ) -> TflmLstmParams:
+        """``gate_scales``: the scales of the gate pre-activations and outputs (the kernel's 2^-12 and 2^-15;
+        TFLM's kernel tests pass their own, rounded to float32)."""
         if products not in PRODUCTS:
             raise AttributeValueError(f"products: expected one of {PRODUCTS}, got {products!r}")
-        nl_in, nl_out = 2.0**-12, 2.0**-15
+        nl_in, nl_out = (float(_F32(v)) for v in gate_scales)
 
         def fc(s_in: float, s_w: float) -> tuple[int, int]:
             prod = float(_F32(s_in) * _F32(s_w)) if products == "float32" else float(s_in) * float(s_w)
@@ -110,14 +113,14 @@ class TflmLstm:
     int16) with an int16 cell. The pieces :meth:`gate`, :meth:`update_cell` and :meth:`update_hidden` are the
     kernel's ``CalculateLstmGate``, ``UpdateLstmCell`` and ``UpdateLstmHidden`` over [B, H] rows."""
 
-    def __init__(self, q: QuantizedLstm, *, products: str = "float32"):
+    def __init__(self, q: QuantizedLstm, *, products: str = "float32", gate_scales: tuple = (2.0**-12, 2.0**-15)):
         H, I = q.hidden_size, q.input_size
         for g in range(4):
             if q.W[g].shape != (H, I) or q.R[g].shape != (H, H) or q.b[g].shape != (H,):
                 raise ShapeError(f"gate {'ifco'[g]}: expected W [{H}, {I}], R [{H}, {H}] and b [{H}], got "
                                  f"{q.W[g].shape}, {q.R[g].shape}, {q.b[g].shape}")
         self.q = q
-        self.params = p = TflmLstmParams.prepare(q, products)
+        self.params = p = TflmLstmParams.prepare(q, products, gate_scales=gate_scales)
         if not -27 <= p.cell_state_scale_power <= 0:
             raise UnsupportedFeatureError(f"cell_state: scale {q.c_scale!r} (2^{p.cell_state_scale_power}) is "
                                           f"outside the int16 tanh's range 2^-27 .. 2^0")

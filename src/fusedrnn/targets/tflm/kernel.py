@@ -27,69 +27,17 @@ inputs give the same per-row results).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ...errors import AttributeValueError, ShapeError, UnsupportedFeatureError
+from ...errors import ShapeError, UnsupportedFeatureError
 from ...numerics import gemmlowp
 from ...numerics.int_matmul import IntMatrix
 from ...numerics.sigmoid_lut import lut16_table
-from ..tflite_quant import QuantizedLstm
+from ..tflite_quant import QuantizedLstm, TflmLstmParams
 
-PRODUCTS = ("float32", "double")
 _F32 = np.float32
 _GATE_INDEX = {"i": 0, "f": 1, "c": 2, "o": 3}
 _ACT_RANGE = {"int8": (-128, 127), "int16": (-32768, 32767)}
-
-
-def _qm(m: float) -> tuple[int, int]:
-    q, s = gemmlowp.quantize_multiplier(float(m))
-    return int(q), int(s)
-
-
-def checked_log2(x: float) -> int:
-    """TFLite ``CheckedLog2``'s result: round(float32(logf(x) · (1 / logf(2)))), half away from zero."""
-    v = _F32(np.log(_F32(x))) * _F32(_F32(1.0) / _F32(np.log(_F32(2.0))))
-    return int(np.sign(v) * np.floor(np.abs(v) + _F32(0.5)))
-
-
-@dataclass(frozen=True)
-class TflmLstmParams:
-    """What ``UnidirectionalSequenceLstmPrepare`` computes from the tensors (``OpDataLSTM``): per gate (i, f, c,
-    o) the input and recurrent FullyConnected multipliers ``(Q, shift)``; the inter-gate multipliers; the cell
-    facts. ``products``: "float32" multiplies the float32 tensor scales of each FullyConnected in float32 as the
-    kernel does, "double" in double as the helpers of TFLM's kernel tests do (the inter-gate and cell parameters
-    take float32 scales in both)."""
-
-    input_fc: tuple
-    recurrent_fc: tuple
-    forget_cell: tuple
-    input_cell: tuple
-    hidden: tuple
-    cell_state_scale_power: int
-    cell_clip: float
-    quantized_cell_clip: int
-
-    @classmethod
-    def prepare(cls, q: QuantizedLstm, products: str = "float32", *, gate_scales: tuple = (2.0**-12, 2.0**-15)
-                ) -> TflmLstmParams:
-        """``gate_scales``: the scales of the gate pre-activations and outputs (the kernel's 2^-12 and 2^-15;
-        TFLM's kernel tests pass their own, rounded to float32)."""
-        if products not in PRODUCTS:
-            raise AttributeValueError(f"products: expected one of {PRODUCTS}, got {products!r}")
-        nl_in, nl_out = (float(_F32(v)) for v in gate_scales)
-
-        def fc(s_in: float, s_w: float) -> tuple[int, int]:
-            prod = float(_F32(s_in) * _F32(s_w)) if products == "float32" else float(s_in) * float(s_w)
-            return _qm(prod / nl_in)
-
-        s_c, s_h = float(_F32(q.c_scale)), float(_F32(q.h_scale))  # float parameters in both (ArithmeticParams)
-        input_fc = tuple(fc(q.x_scale, q.W_scale[g]) for g in range(4))
-        recurrent_fc = tuple(fc(q.h_scale, q.R_scale[g]) for g in range(4))
-        qclip = int(np.trunc(min(max(float(_F32(q.cell_clip)) / s_c, -32768.0), 32767.0)))
-        return cls(input_fc, recurrent_fc, _qm(nl_out * s_c / s_c), _qm(nl_out * nl_out / s_c),
-                   _qm(nl_out * nl_out / s_h), checked_log2(s_c), float(_F32(q.cell_clip)), qclip)
 
 
 def _mbqm(x: np.ndarray, qs, x_bits: int) -> np.ndarray:

@@ -33,6 +33,8 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     for quoted in ("mli2-sa8   max |Δ| = 5.21e-02", "zdnn       max |Δ| = 1.11e-03", "MLI_STATUS_OK [-52  11]",
                    "ZDNN_OK 4096", "000037333933", "int8x16 vs fp32: 0.011", "max |error| 6.02e-05",
                    "max |int8 model - Keras| = 0.004898186773061752", "Int8Inputs max |Δ| = 8.97e-03",
+                   "int8 outputs that differ, LiteRT vs TFLM: 11.0%\nCMSIS-NN == TFLM reference kernel: True\n"
+                   "True True",
                    "PreparedExtendedLSTM(input_size=8, hidden_size=16, num_directions=2, mode='faithful')\nTrue",
                    "Model(ops=[UNIDIRECTIONAL_SEQUENCE_LSTM[integer], STRIDED_SLICE], inputs=[x int8 (4, 20, 12)])"):
         assert quoted in printed, quoted

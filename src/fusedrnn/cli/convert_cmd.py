@@ -18,7 +18,8 @@ quantized weights in MLI's layout and every quantization parameter, ``--calibrat
 layout of CMSIS-NN's unit tests, ``--calibration``) and ``zdnn`` (the
 stickified weight and bias ztensors as a C header, or a ``.bin`` of the buffers with a ``.json`` manifest) and
 ``tflite`` (a LiteRT model of fused UNIDIRECTIONAL_SEQUENCE_LSTM / _RNN ops, ``--scheme float|hybrid|int8x16``;
-int8x16 needs ``--calibration``; a layer or a stack).
+int8x16 needs ``--calibration``; a layer or a stack; ``--batch`` / ``--time`` fix those axes; int8x16 models run on
+LiteRT, on TensorFlow Lite for Microcontrollers and, through Arm's Vela compiler, on Ethos-U NPUs).
 
 Calibration (``--calibration NPZ|NPY``): input sequences in the source's layout ([T, B, I]; [B, T, I] for a
 batch-first source such as Keras): the npz's only array, or its array ``X`` / ``x`` / ``input``.
@@ -313,8 +314,8 @@ def _write_quark(layer, out: Path, cal) -> str:
     return str(conv.report)
 
 
-def _write_tflite(layer, out: Path, scheme: str, cal, batch: int | None) -> str:
-    content = litert_export(layer, out, scheme, cal, batch=batch)
+def _write_tflite(layer, out: Path, scheme: str, cal, batch: int | None, time_steps: int | None = None) -> str:
+    content = litert_export(layer, out, scheme, cal, batch=batch, time=time_steps)
     ops = [op.name for op in read_model(content).ops]
     return f"{len(content)} bytes, {scheme}: {', '.join(ops)}"
 
@@ -365,8 +366,12 @@ def _write_zdnn_bin(export, out: Path) -> Path:
               help="--to tflite: float, hybrid (int8 weights) or int8x16 (full integer, needs --calibration).")
 @click.option("--batch", type=click.IntRange(min=1), default=None, metavar="N",
               help="--to tflite: the model's fixed batch size (default: the calibration's, else 1).")
+@click.option("--time", "time_steps", type=click.IntRange(min=1), default=None, metavar="T",
+              help="--to tflite: a fixed number of timesteps (default: a dynamic time axis; Arm's Vela compiler "
+                   "for Ethos-U needs a fixed one).")
 def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, node: str | None,
-            nonlinearity: str, scheme: str = "float", batch: int | None = None) -> None:
+            nonlinearity: str, scheme: str = "float", batch: int | None = None, time_steps: int | None = None
+            ) -> None:
     """Convert the recurrent weights in SRC (.onnx, .pt, .keras, .tflite) to FORMAT: a model file (onnx,
     torch, keras, quark, tflite) or a C header for an accelerator program (mli2-*, mli1-*, cmsis-nn-*: quantized
     weights and every quantization parameter; zdnn: stickified ztensor buffers and descriptors)."""
@@ -415,7 +420,7 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
             elif fmt == "quark":
                 extra = _write_quark(layer, out, cal)
             elif fmt == "tflite":
-                extra = _write_tflite(layer, out, scheme, cal, batch)
+                extra = _write_tflite(layer, out, scheme, cal, batch, time_steps)
             elif fmt == "zdnn":
                 export = zdnn_export(layer)
                 if out.suffix == ".bin":

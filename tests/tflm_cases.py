@@ -72,8 +72,9 @@ def random_quantized(rng: np.random.Generator, activation: str = "int8", *, H: i
         x_scale, x_zp = float(np.float32(rng.uniform(2, 6) / 32767)), 0
         h_scale, h_zp = float(np.float32(1.0 / 32767)), 0
     cs = int(rng.integers(-15, -9))
-    clip = float(rng.choice([0.0, 0.0, 1.5, 3.0, 10.0]))
-    return QuantizedLstm(activation, W, R, b, Ws, Rs, x_scale, x_zp, h_scale, h_zp, 2.0**cs, clip)
+    c_scale = 2.0**cs if rng.random() < 0.75 else float(np.float32(2.0**cs * rng.uniform(0.75, 1.4)))  # TFLM rounds
+    clip = float(rng.choice([0.0, 0.0, 1.5, 3.0, 10.0]))  # log2 of a cell scale that is no power of two
+    return QuantizedLstm(activation, W, R, b, Ws, Rs, x_scale, x_zp, h_scale, h_zp, c_scale, clip)
 
 
 def random_codes(rng: np.random.Generator, shape: tuple, activation: str) -> np.ndarray:

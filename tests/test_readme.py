@@ -34,6 +34,8 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
                    "ZDNN_OK 4096", "000037333933", "int8x16 vs fp32: 0.011", "max |error| 6.02e-05",
                    "max |int8 model - Keras| = 0.004898186773061752", "Int8Inputs max |Δ| = 8.97e-03",
                    "rounded ran; compiled declined: rounding policy 'bf16' (the kernel computes EXACT only)",
+                   "int8 outputs that differ, LiteRT vs TFLM: 11.0%\nCMSIS-NN == TFLM reference kernel: True\n"
+                   "True True",
                    "PreparedExtendedLSTM(input_size=8, hidden_size=16, num_directions=2, mode='faithful')\nTrue",
                    "Model(ops=[UNIDIRECTIONAL_SEQUENCE_LSTM[integer], STRIDED_SLICE], inputs=[x int8 (4, 20, 12)])"):
         assert quoted in printed, quoted

@@ -13,10 +13,13 @@ Sources (by file suffix):
 
 Formats: ``onnx`` (a single-node model), ``torch`` (a state dict .pt), ``keras`` (a .keras model), ``quark``
 (an ExtendedLSTM ONNX model, ``--calibration``), the ``mli2-*`` / ``mli1-*`` targets (a C header of the
-quantized weights in MLI's layout and every quantization parameter, ``--calibration``) and ``zdnn`` (the
+quantized weights in MLI's layout and every quantization parameter, ``--calibration``), the ``cmsis-nn-s8`` /
+``cmsis-nn-s16`` targets (a C header of ``arm_lstm_unidirectional_s8`` / ``_s16``'s parameters and weights in the
+layout of CMSIS-NN's unit tests, ``--calibration``) and ``zdnn`` (the
 stickified weight and bias ztensors as a C header, or a ``.bin`` of the buffers with a ``.json`` manifest) and
 ``tflite`` (a LiteRT model of fused UNIDIRECTIONAL_SEQUENCE_LSTM / _RNN ops, ``--scheme float|hybrid|int8x16``;
-int8x16 needs ``--calibration``; a layer or a stack).
+int8x16 needs ``--calibration``; a layer or a stack; ``--batch`` / ``--time`` fix those axes; int8x16 models run on
+LiteRT, on TensorFlow Lite for Microcontrollers and, through Arm's Vela compiler, on Ethos-U NPUs).
 
 Calibration (``--calibration NPZ|NPY``): input sequences in the source's layout ([T, B, I]; [B, T, I] for a
 batch-first source such as Keras): the npz's only array, or its array ``X`` / ``x`` / ``input``.
@@ -38,7 +41,7 @@ from onnx import numpy_helper
 from .. import layers, litert, quark
 from .. import targets as registry
 from ..errors import FusedRNNError
-from ..frontends.c_export import mli_export, zdnn_export
+from ..frontends.c_export import cmsis_nn_export, mli_export, zdnn_export
 from ..frontends.keras import from_keras
 from ..frontends.onnx_node import batch_major_wrapped
 from ..frontends.torch import from_torch
@@ -58,8 +61,17 @@ def mli_formats() -> list[str]:
     return [t.name for t in registry.list() if t.family == "mli"]
 
 
+def cmsis_nn_formats() -> list[str]:
+    return [t.name for t in registry.list() if t.family == "cmsis-nn"]
+
+
+def header_formats() -> list[str]:
+    """The targets whose weights ``convert`` writes as a quantized C header (needs calibration)."""
+    return [*mli_formats(), *cmsis_nn_formats()]
+
+
 def formats() -> list[str]:
-    return [*FILE_FORMATS, *mli_formats()]
+    return [*FILE_FORMATS, *header_formats()]
 
 
 # ---- sources --------------------------------------------------------------------------------------------------
@@ -302,8 +314,8 @@ def _write_quark(layer, out: Path, cal) -> str:
     return str(conv.report)
 
 
-def _write_tflite(layer, out: Path, scheme: str, cal, batch: int | None) -> str:
-    content = litert_export(layer, out, scheme, cal, batch=batch)
+def _write_tflite(layer, out: Path, scheme: str, cal, batch: int | None, time_steps: int | None = None) -> str:
+    content = litert_export(layer, out, scheme, cal, batch=batch, time=time_steps)
     ops = [op.name for op in read_model(content).ops]
     return f"{len(content)} bytes, {scheme}: {', '.join(ops)}"
 
@@ -337,12 +349,13 @@ def _write_zdnn_bin(export, out: Path) -> Path:
 @click.command("convert")
 @click.argument("src", metavar="SRC", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--to", "fmt", required=True, metavar="FORMAT",
-              help="onnx, torch, keras, quark, zdnn, tflite, or an MLI target (mli2-sa8, mli2-fx16, mli2-fx16_fx8_fx8, "
-                   "mli1-fx16, mli1-fx8, mli1-fx8w16d).")
+              help="onnx, torch, keras, quark, zdnn, tflite, an MLI target (mli2-sa8, mli2-fx16, mli2-fx16_fx8_fx8, "
+                   "mli1-fx16, mli1-fx8, mli1-fx8w16d) or a CMSIS-NN target (cmsis-nn-s8, cmsis-nn-s16).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
               help="Output file (default: SRC's name with the format's suffix; zdnn: .h, or .bin for raw buffers).")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
-              help="Input sequences to choose the quantization from (mli*, quark, tflite int8x16): [T, B, I], "
+              help="Input sequences to choose the quantization from (mli*, cmsis-nn*, quark, tflite int8x16): "
+                   "[T, B, I], "
                    "[B, T, I] for a "
                    "batch-first source; the npz's only array or its array X.")
 @click.option("--node", metavar="NAME", help="Which recurrent node (ONNX node name, Keras layer name, state dict "
@@ -353,11 +366,15 @@ def _write_zdnn_bin(export, out: Path) -> Path:
               help="--to tflite: float, hybrid (int8 weights) or int8x16 (full integer, needs --calibration).")
 @click.option("--batch", type=click.IntRange(min=1), default=None, metavar="N",
               help="--to tflite: the model's fixed batch size (default: the calibration's, else 1).")
+@click.option("--time", "time_steps", type=click.IntRange(min=1), default=None, metavar="T",
+              help="--to tflite: a fixed number of timesteps (default: a dynamic time axis; Arm's Vela compiler "
+                   "for Ethos-U needs a fixed one).")
 def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, node: str | None,
-            nonlinearity: str, scheme: str = "float", batch: int | None = None) -> None:
+            nonlinearity: str, scheme: str = "float", batch: int | None = None, time_steps: int | None = None
+            ) -> None:
     """Convert the recurrent weights in SRC (.onnx, .pt, .keras, .tflite) to FORMAT: a model file (onnx,
-    torch, keras, quark, tflite) or a C header for an accelerator program (mli2-*, mli1-*: quantized weights and every
-    quantization parameter; zdnn: stickified ztensor buffers and descriptors)."""
+    torch, keras, quark, tflite) or a C header for an accelerator program (mli2-*, mli1-*, cmsis-nn-*: quantized
+    weights and every quantization parameter; zdnn: stickified ztensor buffers and descriptors)."""
     fmt = fmt.lower()
     if fmt not in formats():
         raise CLIError(f"--to: unknown format {fmt!r}; expected one of {', '.join(formats())}")
@@ -365,7 +382,7 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
         raise CLIError(f"SRC: no such file: {src}")
     if calibration is not None and not calibration.is_file():
         raise CLIError(f"--calibration: no such file: {calibration}")
-    needs_cal = fmt == "quark" or fmt in mli_formats() or (fmt == "tflite" and scheme == "int8x16")
+    needs_cal = fmt == "quark" or fmt in header_formats() or (fmt == "tflite" and scheme == "int8x16")
     if needs_cal and calibration is None:
         raise CLIError(f"--calibration: --to {fmt}{' --scheme ' + scheme if fmt == 'tflite' else ''} quantizes "
                        f"the weights and needs calibration inputs (an npz of input sequences)")
@@ -382,7 +399,7 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
         raise CLIError(f"--out: --to tflite writes a .tflite model; got {out.name!r}")
     if fmt == "zdnn" and out.suffix not in (".h", ".bin"):
         raise CLIError(f"--out: zdnn writes a C header (.h) or raw buffers (.bin); got {out.name!r}")
-    if fmt in mli_formats() and out.suffix != ".h":
+    if fmt in header_formats() and out.suffix != ".h":
         raise CLIError(f"--out: {fmt} writes a C header (.h); got {out.name!r}")
     if out.parent and not out.parent.is_dir():
         raise CLIError(f"--out: no such folder: {out.parent}")
@@ -403,7 +420,7 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
             elif fmt == "quark":
                 extra = _write_quark(layer, out, cal)
             elif fmt == "tflite":
-                extra = _write_tflite(layer, out, scheme, cal, batch)
+                extra = _write_tflite(layer, out, scheme, cal, batch, time_steps)
             elif fmt == "zdnn":
                 export = zdnn_export(layer)
                 if out.suffix == ".bin":
@@ -411,6 +428,8 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
                     extra = f"descriptors and offsets in {side}"
                 else:
                     _write_c(export, out, out.stem)
+            elif fmt in cmsis_nn_formats():
+                _write_c(cmsis_nn_export(layer, fmt, cal), out, out.stem)
             else:
                 _write_c(mli_export(layer, fmt, cal), out, out.stem)
             steps.advance()
@@ -423,4 +442,4 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
         click.echo(extra)
 
 
-__all__ = ["convert", "formats", "load_calibration", "load_source"]
+__all__ = ["convert", "formats", "header_formats", "load_calibration", "load_source"]

@@ -1,5 +1,5 @@
-"""C headers of recurrent weights for on-target programs: embARC MLI (quantized, with every quantization
-parameter) and IBM zDNN (stickified ztensor buffers with their descriptors).
+"""C headers of recurrent weights for on-target programs: embARC MLI and Arm CMSIS-NN (quantized, with every
+quantization parameter) and IBM zDNN (stickified ztensor buffers with their descriptors).
 
 ``mli_export(layer, target, calibration)`` prepares ``layer`` (an LSTM / GRU / RNN or a :class:`~fusedrnn.Stack`)
 on an ``mli2-*`` / ``mli1-*`` target exactly as ``layer.to(target, calibration)`` does and returns a
@@ -14,6 +14,10 @@ on an ``mli2-*`` / ``mli1-*`` target exactly as ``layer.to(target, calibration)`
 * MLI 1.x: one ``weights`` tensor [4, M, N+M] (RNN [M, N+M]) holding the input then the recurrent weights of each
   neuron (gates i, g, f, o), ``bias`` [4, M] (RNN [M]), one ``frac_bits`` per tensor; 1.x has no backward mode,
   so a reverse direction is run by feeding the input reversed (over each sequence's length).
+
+``cmsis_nn_export(layer, target, calibration)`` (``cmsis-nn-s8`` / ``-s16``) writes, per layer ``l`` and direction
+``d`` (prefix ``<p>_l<l>_d<d>``), the ``cmsis_nn_lstm_params`` values in the names of CMSIS-NN's unit tests'
+``config_data.h`` and the per-gate weights, biases and effective biases (:func:`cmsis_nn_export`).
 
 ``zdnn_export(layer)`` builds the four concatenated ztensors zDNN's ``zdnn_lstm`` / ``zdnn_gru`` take per layer
 (``weights`` [D, I, H] per gate, ``biases`` [D, H], ``hidden_weights`` [D, H, H], ``hidden_biases`` [D, H]; FICO
@@ -227,6 +231,75 @@ def _mli1_direction(out: CExport, p: str, layer, q, target_name: str, rev: bool)
               f"bias {'[4, ' + str(H) + ']' if cell == 'lstm' else '[' + str(H) + ']'}, b_x + b_h, "
               f"MLI_EL_FX_{bt.itemsize * 8}")
     out.define(f"{P}_BIAS_FRAC_BITS", int(q.f_b))
+
+
+# ---- CMSIS-NN ----------------------------------------------------------------------------------------------
+_CMSIS_GATES = ("input", "forget", "cell", "output")
+
+
+def cmsis_nn_export(layer_or_stack, target, calibration, prefix: str = "cmsis_nn") -> CExport:
+    """The CMSIS-NN C export of an LSTM (or a Stack of LSTMs) on ``cmsis-nn-s8`` / ``cmsis-nn-s16``: per layer and
+    direction the ``cmsis_nn_lstm_params`` values as CMSIS-NN's unit tests write them (``config_data.h``: sizes,
+    ``INPUT_ZERO_POINT`` = the input offset -zp, ``OUTPUT_ZERO_POINT``, ``CELL_CLIP``, ``CELL_SCALE_POWER``, the
+    multipliers and shifts) and the per-gate arrays (``<gate>_gate_input_weights`` [H, I],
+    ``<gate>_gate_hidden_weights`` [H, H], ``<gate>_gate_bias`` [H]) plus the effective biases
+    ``arm_vector_sum_s8`` / ``_s8_s64`` would compute (``<gate>_gate_input_effective_bias``,
+    ``<gate>_gate_hidden_effective_bias``), exactly as the emulation runs them; and the input / output / cell
+    scales to quantize the data with."""
+    t = targets.get(target)
+    if t.family != "cmsis-nn":
+        raise UnsupportedFeatureError(f"target: expected cmsis-nn-s8 or cmsis-nn-s16, got {t.name!r}")
+    layers = _layers(layer_or_stack)
+    out = CExport(f"Weights and parameters for Arm CMSIS-NN arm_lstm_unidirectional_{t.name.split('-')[-1]} "
+                  f"({t.name}).")
+    out.define(f"{prefix.upper()}_NUM_LAYERS", len(layers))
+    for k, (layer, cal) in enumerate(zip(layers, _stack_calibration(layers, calibration), strict=True)):
+        prepared = layer.to(t, calibration=cal).prepared
+        for d, (q, p) in enumerate(zip(prepared.quantized, prepared.params, strict=True)):
+            rev = layer.spec.reverse[d]
+            P = f"{prefix}_l{k}_d{d}"
+            out.note(f"layer {k} ({_describe(layer)}), direction {d} ({'backward' if rev else 'forward'})")
+            _cmsis_direction(out, P, layer, q, p, rev)
+    return out
+
+
+def _cmsis_direction(out: CExport, p: str, layer, q, params, rev: bool) -> None:
+    P = p.upper()
+    out.define(f"{P}_TIME_MAJOR", "false" if layer.batch_first else "true", "the layer's layout")
+    out.define(f"{P}_INPUT_SIZE", params.input_size)
+    out.define(f"{P}_HIDDEN_SIZE", params.hidden_size)
+    out.define(f"{P}_REVERSED_INPUT", int(rev), "1: feed the input reversed in time (CMSIS-NN has no backward "
+                                                "mode) and reverse the outputs back")
+    out.define(f"{P}_CELL_SCALE_POWER", params.cell_scale_power)
+    out.define(f"{P}_INPUT_ZERO_POINT", params.input_offset, "cmsis_nn_lstm_params.input_offset (-zero point)")
+    out.define(f"{P}_OUTPUT_ZERO_POINT", params.output_offset)
+    out.define(f"{P}_CELL_CLIP", params.cell_clip, "quantized; 0 = no clip")
+    for name in ("forget_to_cell", "input_to_cell", "output"):
+        out.define(f"{P}_{name.upper()}_MULTIPLIER", getattr(params, f"{name}_multiplier"))
+        out.define(f"{P}_{name.upper()}_SHIFT", getattr(params, f"{name}_shift"))
+    for what, scale, zp in (("input", q.x_scale, q.x_zp), ("output", q.h_scale, q.h_zp), ("cell", q.c_scale, 0)):
+        out.define(f"{P}_{what.upper()}_SCALE", f"{np.float32(scale):.9g}f",
+                   f"real = (q - {zp}) * scale" if what != "cell" else "int16 cell state, real = q * scale")
+    bias_t = np.dtype(np.int64 if q.activation == "int16" else np.int32)
+    vsum = "arm_vector_sum_s8_s64" if bias_t.itemsize == 8 else "arm_vector_sum_s8"
+    for gate in _CMSIS_GATES:
+        g = getattr(params, f"{gate}_gate")
+        G = gate.upper()
+        out.define(f"{P}_{G}_GATE_INPUT_MULTIPLIER", g.input_multiplier)
+        out.define(f"{P}_{G}_GATE_INPUT_SHIFT", g.input_shift)
+        out.define(f"{P}_{G}_GATE_HIDDEN_MULTIPLIER", g.hidden_multiplier)
+        out.define(f"{P}_{G}_GATE_HIDDEN_SHIFT", g.hidden_shift)
+        out.define(f"{P}_{G}_GATE_ACTIVATION", "ARM_TANH" if g.activation_type == 1 else "ARM_SIGMOID")
+        c = f"{p}_{gate}_gate"
+        out.array(f"{c}_input_weights", _checked(g.input_weights, np.dtype(np.int8), c),
+                  f"{gate} gate input weights [{params.hidden_size}, {params.input_size}]")
+        out.array(f"{c}_hidden_weights", _checked(g.hidden_weights, np.dtype(np.int8), c),
+                  f"{gate} gate hidden weights [{params.hidden_size}, {params.hidden_size}]")
+        out.array(f"{c}_bias", _checked(g.bias, bias_t, c), f"{gate} gate bias (b_x + b_h)")
+        out.array(f"{c}_input_effective_bias", _checked(g.input_effective_bias, bias_t, c),
+                  f"{gate} gate bias + input offset * row sums ({vsum})")
+        out.array(f"{c}_hidden_effective_bias", _checked(g.hidden_effective_bias, bias_t, c),
+                  f"{gate} gate -output zero point * hidden row sums")
 
 
 # ---- zDNN --------------------------------------------------------------------------------------------------

@@ -9,4 +9,4 @@ def list() -> list[Target]:  # noqa: A001 - the public name in DESIGN.md
 
 
 __all__ = ["FLOAT_FEATURES", "Prepared", "Target", "get", "list", "names", "register"]
-from . import litert, mli, quark, zdnn  # noqa: E402,F401 - each SDK package registers its targets on import
+from . import cmsis_nn, litert, mli, quark, tflm, zdnn  # noqa: E402,F401 - each SDK package registers its targets on import

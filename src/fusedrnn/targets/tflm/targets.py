@@ -1,0 +1,93 @@
+"""The ``tflm-int8x16`` and ``tflm-int16x8`` emulation targets (registry ``prepare`` hooks).
+
+``layer.to("tflm-int8x16", calibration=x)`` quantizes the layer as the TF converter would
+(:mod:`fusedrnn.targets.tflite_quant`: the same tensors as ``litert-int8x16``) and runs TFLM's integer LSTM kernel
+(:mod:`.kernel`); ``tflm-int16x8`` uses int16 activations (symmetric) with int64 biases, the 16x8 variant TFLM's
+kernel also accepts. The float input is quantized to the input parameters (round half to even), the initial
+states to the output-state and cell parameters; outputs and final states are dequantized. A layer imported with
+``LSTM.from_tflite`` from an integer model runs its own tensors with ``calibration="tflite"``. Each direction of a
+reverse or bidirectional layer is one op (as the TF converter writes Keras layers, with REVERSE_V2 around the
+backward one). TFLM has no sequence lengths: calls with ``sequence_lens`` shorter than T are refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...cells.spec import CellSpec
+from ...errors import UnsupportedFeatureError
+from ..batch_split import RowSplitter, macs_per_row_step
+from ..registry import Prepared, Target, names, register
+from ..tflite_quant import QuantizedLstm, kept_directions, quantize_spec
+from .kernel import TflmLstm
+
+FEATURES = frozenset(("lstm", "bidirectional", "cell_clip"))
+ACTIVATIONS = {"tflm-int8x16": "int8", "tflm-int16x8": "int16"}
+
+
+class TflmPrepared(Prepared):
+    """An LSTM on TFLM's integer kernel: ``quantized`` holds each direction's tensors
+    (:class:`~fusedrnn.targets.tflite_quant.QuantizedLstm`), ``kernels`` one :class:`TflmLstm` per direction."""
+
+    def __init__(self, spec: CellSpec, quantized: list[QuantizedLstm]):
+        super().__init__(spec)
+        self.quantized = quantized
+        self.kernels = [TflmLstm(q) for q in quantized]
+        self.splitter = RowSplitter(macs_per_row_step(spec))  # rows are independent sequences
+
+    def run(self, x, states, lens):
+        T, B, _ = x.shape
+        if lens is not None and not np.all(lens == T):
+            raise UnsupportedFeatureError("sequence_lens: TFLM's LSTM has no sequence lengths; every sequence must "
+                                          "run the full T steps")
+        h0, c0 = states
+        dt = x.dtype
+        H = self.spec.hidden_size
+        Y = np.empty((T, len(self.kernels), B, H), dt)
+        hs, cs = [], []
+        for d, (q, k) in enumerate(zip(self.quantized, self.kernels, strict=True)):
+            y, (h, c) = k.run(q.quantize_input(x), q.quantize_state(h0[d], c0[d]), reverse=self.spec.reverse[d])
+            Y[:, d] = q.dequantize_output(y, dt)
+            hs.append(q.dequantize_output(h, dt))
+            cs.append(q.dequantize_cell(c, dt))
+        return Y, (np.stack(hs), np.stack(cs))
+
+
+def _prepare(name: str):
+    activation = ACTIVATIONS[name]
+
+    def prepare(spec: CellSpec, calibration) -> Prepared:
+        if isinstance(calibration, str):
+            if calibration != "tflite":
+                raise UnsupportedFeatureError(f"calibration: expected input sequences or 'tflite', got "
+                                              f"{calibration!r}")
+            quantized = kept_directions(spec, name)
+            if any(q.activation != activation for q in quantized):
+                raise UnsupportedFeatureError(f"calibration: the imported model has {quantized[0].activation} "
+                                              f"activations; run it on the tflm target of that type")
+        elif calibration is None:
+            raise UnsupportedFeatureError(f"calibration: {name} needs calibration input sequences (or 'tflite' for "
+                                          f"a layer imported from an integer .tflite model)")
+        else:
+            quantized = quantize_spec(spec, calibration, activation, name)
+        return TflmPrepared(spec, quantized)
+
+    return prepare
+
+
+TARGETS = (
+    Target("tflm-int8x16", "TensorFlow Lite for Microcontrollers integer LSTM, int8 activations, int16 cell "
+           "(reference kernels), converter-like calibration, bit-exact with the tflite-micro interpreter",
+           family="tflm", dtype=np.dtype(np.float32), features=FEATURES, bit_exact=True,
+           prepare=_prepare("tflm-int8x16"), needs_calibration=True),
+    Target("tflm-int16x8", "TensorFlow Lite for Microcontrollers integer LSTM, int16 activations, int8 weights, "
+           "int64 biases (16x8), bit-exact with the tflite-micro interpreter", family="tflm",
+           dtype=np.dtype(np.float32), features=FEATURES, bit_exact=True, prepare=_prepare("tflm-int16x8"),
+           needs_calibration=True),
+)
+
+
+def register_all() -> None:
+    for t in TARGETS:
+        if t.name not in names():
+            register(t)

@@ -24,7 +24,6 @@ import numpy as np
 from ..errors import AttributeValueError, ConversionError, UnsupportedFeatureError
 from ..targets.litert.graph import Model
 from ..targets.litert.layer_map import (
-    calibrate_direction,
     float_direction,
     float_tensors,
     integer_tensors,
@@ -32,6 +31,7 @@ from ..targets.litert.layer_map import (
 from ..targets.litert.reader import read_model
 from ..targets.litert.slots import OUTPUT_STATE, const
 from ..targets.litert.writer import OpSpec, write_model
+from ..targets.tflite_quant import calibrate_direction
 from .keras import from_keras as read_keras
 
 MODES = ("float", "hybrid", "int8")

@@ -101,28 +101,44 @@ def _quant(v, scale: float, zp: int, dtype) -> np.ndarray:
 
 # ---- calibration ------------------------------------------------------------------------------------------
 @dataclass
-class LstmRanges:
-    """Calibration ranges of one direction: input, stored output (h) and max |cell|."""
+class LstmStats:
+    """Calibration ranges of one direction (the float engine over the calibration inputs): input x, stored output
+    h, m = o·act(c) (the projection input), max |c| and each gate's max |pre-activation| before layer norm
+    (i, f, c, o)."""
 
     x_min: float
     x_max: float
     h_min: float
     h_max: float
+    m_min: float
+    m_max: float
     c_absmax: float
+    gate_absmax: list
 
 
-def calibrate_direction(spec: CellSpec, d: int, xs: list[np.ndarray]) -> LstmRanges:
-    """The ranges of direction d over calibration sequences xs (each [T, B, I], from zero states), recorded by the
-    float engine (float64) at its ``cell`` and ``output`` points."""
+LstmRanges = LstmStats
+"""The name the standard-LSTM recipe uses for the same ranges."""
+
+
+def calibrate_direction(spec: CellSpec, d: int, xs: list[np.ndarray], *, reverse: bool | None = None) -> LstmStats:
+    """The ranges of direction d over calibration sequences xs (each [T, B, I], from zero states) that TFLite's
+    integer LSTM quantization needs (litert.md section 4), recorded by the float engine (float64) at its named
+    points; ``reverse`` overrides the direction's reading order. h and m ranges include 0."""
     one = direction_spec(spec, d)
-    observer = RangeObserver(points=("cell", "output"))
+    if reverse is not None:
+        one = replace(one, direction="reverse" if reverse else "forward")
+    observer = RangeObserver(points=("preact", "cell", "hidden", "output"))
     for x in xs:
         B = x.shape[1]
         states = (np.zeros((1, B, spec.output_size)), np.zeros((1, B, spec.hidden_size)))
         run_spec(one, np.ascontiguousarray(x, np.float64), states, observer=observer)
-    cell, h = observer.ranges("cell"), observer.ranges("output")
-    return LstmRanges(min(float(x.min()) for x in xs), max(float(x.max()) for x in xs),
-                      min(float(h.min[0]), 0.0), max(float(h.max[0]), 0.0), float(cell.absmax[0]))
+    pre, cell, m, h = (observer.ranges(p) for p in ("preact", "cell", "hidden", "output"))
+    gate_absmax = [float(v) for v in pre.absmax[0]]
+    if spec.coupling == "cifg":
+        gate_absmax[0] = 0.0  # no input gate: i = 1 - f
+    return LstmStats(min(float(x.min()) for x in xs), max(float(x.max()) for x in xs),
+                     min(float(h.min[0]), 0.0), max(float(h.max[0]), 0.0),
+                     min(float(m.min[0]), 0.0), max(float(m.max[0]), 0.0), float(cell.absmax[0]), gate_absmax)
 
 
 def cell_scale_exponent(c_absmax: float) -> int:
@@ -139,7 +155,8 @@ def _act_qparams(lo: float, hi: float, activation: str) -> tuple[float, int]:
     return float(np.float32(s)), int(zp)
 
 
-def _round_away(v: np.ndarray) -> np.ndarray:
+def round_away(v: np.ndarray) -> np.ndarray:
+    """Round half away from zero (the converter's rounding of biases and int16 constants)."""
     return np.sign(v) * np.floor(np.abs(v) + 0.5)
 
 
@@ -181,7 +198,7 @@ def quantize_direction(spec: CellSpec, d: int, ranges: LstmRanges, activation: s
         qw, sw = tflite_symmetric_quantize(W[rows])
         qr, sr = tflite_symmetric_quantize(R[rows])
         bias_scale = float(np.float32(sw) * np.float32(s_x))
-        qb = np.clip(_round_away(b[rows] / bias_scale), info.min, info.max).astype(_BIAS_DTYPE[activation])
+        qb = np.clip(round_away(b[rows] / bias_scale), info.min, info.max).astype(_BIAS_DTYPE[activation])
         Wq.append(qw)
         Rq.append(qr)
         bq.append(qb)
@@ -203,6 +220,24 @@ def quantize_spec(spec: CellSpec, calibration: list[np.ndarray], activation: str
 
 
 # ---- an imported .tflite op's own tensors -------------------------------------------------------------------
+def prepared_directions(spec: CellSpec, calibration, activation: str, what: str) -> list[QuantizedLstm]:
+    """The quantized directions a target ``what`` runs: the converter's recipe over calibration sequences, or the
+    tensors kept from an imported .tflite model when ``calibration`` is "tflite" (their activation type must be
+    ``activation``)."""
+    if isinstance(calibration, str):
+        if calibration != "tflite":
+            raise UnsupportedFeatureError(f"calibration: expected input sequences or 'tflite', got {calibration!r}")
+        quantized = kept_directions(spec, what)
+        if any(q.activation != activation for q in quantized):
+            raise UnsupportedFeatureError(f"calibration: the imported model has {quantized[0].activation} "
+                                          f"activations; {what} runs {activation}")
+        return quantized
+    if calibration is None:
+        raise UnsupportedFeatureError(f"calibration: {what} needs calibration input sequences (or 'tflite' for a "
+                                      f"layer imported from an integer .tflite model)")
+    return quantize_spec(spec, calibration, activation, what)
+
+
 def _per_tensor(t, name: str) -> tuple[float, int]:
     if t is None or t.scale is None or np.size(t.scale) == 0:
         raise AttributeValueError(f"{name}: expected a quantized tensor with a scale, got none")
@@ -315,6 +350,6 @@ class TflmLstmParams:
                    _qm(nl_out * nl_out / s_h), checked_log2(s_c), float(_F32(q.cell_clip)), qclip)
 
 
-__all__ = ["ACTIVATION_TYPES", "GATES", "PRODUCTS", "LstmRanges", "QuantizedLstm", "TflmLstmParams",
+__all__ = ["ACTIVATION_TYPES", "GATES", "PRODUCTS", "LstmRanges", "LstmStats", "QuantizedLstm", "TflmLstmParams",
            "calibrate_direction", "cell_scale_exponent", "check_standard_lstm", "checked_log2", "from_tflite_tensors",
-           "kept_directions", "quantize_direction", "quantize_spec"]
+           "kept_directions", "prepared_directions", "quantize_direction", "quantize_spec", "round_away"]

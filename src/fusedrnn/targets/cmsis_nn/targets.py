@@ -17,7 +17,7 @@ from ...cells.spec import CellSpec
 from ...errors import UnsupportedFeatureError
 from ..batch_split import RowSplitter, macs_per_row_step
 from ..registry import Prepared, Target, names, register
-from ..tflite_quant import QuantizedLstm, kept_directions, quantize_spec
+from ..tflite_quant import QuantizedLstm, prepared_directions
 from .kernel import CmsisLstm, params_from_quantized
 
 FEATURES = frozenset(("lstm", "bidirectional", "cell_clip"))
@@ -60,19 +60,7 @@ def _prepare(name: str):
     variant, activation = VARIANTS[name]
 
     def prepare(spec: CellSpec, calibration) -> Prepared:
-        if isinstance(calibration, str):
-            if calibration != "tflite":
-                raise UnsupportedFeatureError(f"calibration: expected input sequences or 'tflite', got "
-                                              f"{calibration!r}")
-            quantized = kept_directions(spec, name)
-            if any(q.activation != activation for q in quantized):
-                raise UnsupportedFeatureError(f"calibration: the imported model has {quantized[0].activation} "
-                                              f"activations; {name} runs {activation}")
-        elif calibration is None:
-            raise UnsupportedFeatureError(f"calibration: {name} needs calibration input sequences (or 'tflite' for "
-                                          f"a layer imported from an integer .tflite model)")
-        else:
-            quantized = quantize_spec(spec, calibration, activation, name)
+        quantized = prepared_directions(spec, calibration, activation, name)
         return CmsisPrepared(spec, quantized, variant)
 
     return prepare

@@ -13,14 +13,13 @@ at the power-of-two scale ``2^ceil(log2 max|c|) / 32768`` and int16 gate interme
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from ...cells.observers import RangeObserver
-from ...cells.spec import CellSpec, direction_spec, run_spec
 from ...errors import UnsupportedFeatureError
 from ...numerics.affine import choose_qparams, tflite_symmetric_quantize
+from ..tflite_quant import LstmStats, cell_scale_exponent, round_away
 from .slots import CELL_STATE, INPUT, OUTPUT_STATE, PROJECTION_BIAS, PROJECTION_WEIGHTS, LstmOptions, LstmTensors, const
 
 _ACT_TO_FUSED = {"Tanh": "TANH", "Relu": "RELU", "Sigmoid": "SIGMOID"}
@@ -125,39 +124,15 @@ def float_tensors(fd: FloatDirection, *, hybrid: bool = False, diagonal: bool = 
 
 
 # ---- 8x8_16 ----------------------------------------------------------------------------------------------------
-@dataclass
-class LstmStats:
-    """Calibration ranges of one direction (float reference run)."""
-
-    x_min: float
-    x_max: float
-    h_min: float
-    h_max: float
-    m_min: float
-    m_max: float
-    c_absmax: float
-    gate_absmax: list  # per gate (i, f, c, o): max |pre-activation before layer norm|
-
-
-def _round_away(v):
-    return np.sign(v) * np.floor(np.abs(v) + 0.5)
-
-
 def _sym16(name: str, v: np.ndarray):
     a = float(np.abs(v).max())
     s = a / 32767 if a > 0 else 1.0
-    return const(name, np.clip(_round_away(v / s), -32767, 32767).astype(np.int16), s)
+    return const(name, np.clip(round_away(v / s), -32767, 32767).astype(np.int16), s)
 
 
 def _bias32(name: str, v: np.ndarray, scale: float):
-    q = np.clip(_round_away(np.asarray(v, np.float64) / scale), -(2**31), 2**31 - 1).astype(np.int32)
+    q = np.clip(round_away(np.asarray(v, np.float64) / scale), -(2**31), 2**31 - 1).astype(np.int32)
     return const(name, q, scale)
-
-
-def cell_scale_exponent(c_absmax: float) -> int:
-    """log2 of the int16 cell scale: 2^ceil(log2 max|c|) / 2^15, kept within TFLite's tanh range (2^-15..2^-9)."""
-    e = 0 if c_absmax <= 0 else int(np.ceil(np.log2(c_absmax)))
-    return int(np.clip(e - 15, -15, -9))
 
 
 def integer_tensors(fd: FloatDirection, st: LstmStats) -> LstmTensors:
@@ -204,25 +179,3 @@ def integer_tensors(fd: FloatDirection, st: LstmStats) -> LstmTensors:
     s[CELL_STATE] = const("cell_state", None, 2.0 ** cell_scale_exponent(st.c_absmax), 0, type_name="INT16",
                           shape=(1, H), is_variable=True)
     return LstmTensors(s, inter)
-
-
-def calibrate_direction(spec: CellSpec, d: int, xs: list[np.ndarray], *, reverse: bool | None = None) -> LstmStats:
-    """Ranges of direction d over calibration sequences xs (each [T, B, I], from zero states) that the 8x8_16
-    quantization needs: x, h (the stored output), m = o·act(c), max |c| and each gate's max |pre-activation| before
-    layer norm (litert.md section 4), recorded by the float engine (float64) at its named points. ``reverse``
-    overrides the direction's reading order."""
-    one = direction_spec(spec, d)
-    if reverse is not None:
-        one = replace(one, direction="reverse" if reverse else "forward")
-    observer = RangeObserver(points=("preact", "cell", "hidden", "output"))
-    for x in xs:
-        B = x.shape[1]
-        states = (np.zeros((1, B, spec.output_size)), np.zeros((1, B, spec.hidden_size)))
-        run_spec(one, np.ascontiguousarray(x, np.float64), states, observer=observer)
-    pre, cell, m, h = (observer.ranges(p) for p in ("preact", "cell", "hidden", "output"))
-    gate_absmax = [float(v) for v in pre.absmax[0]]
-    if spec.coupling == "cifg":
-        gate_absmax[0] = 0.0  # no input gate: i = 1 - f
-    return LstmStats(min(float(x.min()) for x in xs), max(float(x.max()) for x in xs),
-                     min(float(h.min[0]), 0.0), max(float(h.max[0]), 0.0),
-                     min(float(m.min[0]), 0.0), max(float(m.max[0]), 0.0), float(cell.absmax[0]), gate_absmax)

@@ -17,8 +17,8 @@ from ...errors import UnsupportedFeatureError
 from ...numerics.affine import tflite_symmetric_quantize
 from ..batch_split import RowSplitter, macs_per_row_step
 from ..registry import Prepared, Target, names, register
+from ..tflite_quant import calibrate_direction
 from .layer_map import (
-    calibrate_direction,
     check_lstm_expressible,
     float_direction,
     float_tensors,

@@ -18,7 +18,7 @@ from ...cells.spec import CellSpec
 from ...errors import UnsupportedFeatureError
 from ..batch_split import RowSplitter, macs_per_row_step
 from ..registry import Prepared, Target, names, register
-from ..tflite_quant import QuantizedLstm, kept_directions, quantize_spec
+from ..tflite_quant import QuantizedLstm, prepared_directions
 from .kernel import TflmLstm
 
 FEATURES = frozenset(("lstm", "bidirectional", "cell_clip"))
@@ -57,19 +57,7 @@ def _prepare(name: str):
     activation = ACTIVATIONS[name]
 
     def prepare(spec: CellSpec, calibration) -> Prepared:
-        if isinstance(calibration, str):
-            if calibration != "tflite":
-                raise UnsupportedFeatureError(f"calibration: expected input sequences or 'tflite', got "
-                                              f"{calibration!r}")
-            quantized = kept_directions(spec, name)
-            if any(q.activation != activation for q in quantized):
-                raise UnsupportedFeatureError(f"calibration: the imported model has {quantized[0].activation} "
-                                              f"activations; run it on the tflm target of that type")
-        elif calibration is None:
-            raise UnsupportedFeatureError(f"calibration: {name} needs calibration input sequences (or 'tflite' for "
-                                          f"a layer imported from an integer .tflite model)")
-        else:
-            quantized = quantize_spec(spec, calibration, activation, name)
+        quantized = prepared_directions(spec, calibration, activation, name)
         return TflmPrepared(spec, quantized)
 
     return prepare

@@ -32,6 +32,8 @@ from ..cells.spec import CellSpec, direction_spec, run_spec
 from ..errors import AttributeValueError, UnsupportedFeatureError
 from ..numerics import gemmlowp
 from ..numerics.affine import choose_qparams, tflite_symmetric_quantize
+from .batch_split import RowSplitter, macs_per_row_step
+from .registry import Prepared
 
 ACTIVATION_TYPES = ("int8", "int16")
 GATES = "ifco"  # TFLite's gate order: input, forget, cell (candidate), output
@@ -238,6 +240,42 @@ def prepared_directions(spec: CellSpec, calibration, activation: str, what: str)
     return quantize_spec(spec, calibration, activation, what)
 
 
+class QuantizedLstmPrepared(Prepared):
+    """An LSTM whose directions run on an integer kernel over TFLite's quantized tensors: float inputs and states
+    quantized with each direction's parameters, the kernel's integer outputs dequantized. ``quantized`` holds each
+    direction's :class:`QuantizedLstm`, ``kernels`` one kernel each; rows are independent sequences, so a large
+    call may run its rows on two threads. Subclasses name the SDK (``sdk``) and may adapt how a kernel runs one
+    direction (:meth:`run_direction`)."""
+
+    sdk = "this"
+
+    def __init__(self, spec: CellSpec, quantized: list[QuantizedLstm], kernels: list):
+        super().__init__(spec)
+        self.quantized, self.kernels = quantized, kernels
+        self.splitter = RowSplitter(macs_per_row_step(spec))
+
+    def run_direction(self, kernel, xq: np.ndarray, state: tuple, reverse: bool) -> tuple[np.ndarray, tuple]:
+        """One direction: xq [T, B, I] integer, state (h, c) integer -> (y [T, B, H], (h, c))."""
+        return kernel.run(xq, state, reverse=reverse)
+
+    def run(self, x, states, lens):
+        T, B, _ = x.shape
+        if lens is not None and not np.all(lens == T):
+            raise UnsupportedFeatureError(f"sequence_lens: {self.sdk} LSTM has no sequence lengths; every sequence "
+                                          f"must run the full T steps")
+        h0, c0 = states
+        dt = x.dtype
+        Y = np.empty((T, len(self.kernels), B, self.spec.hidden_size), dt)
+        hs, cs = [], []
+        for d, (q, k) in enumerate(zip(self.quantized, self.kernels, strict=True)):
+            y, (h, c) = self.run_direction(k, q.quantize_input(x), q.quantize_state(h0[d], c0[d]),
+                                           self.spec.reverse[d])
+            Y[:, d] = q.dequantize_output(y, dt)
+            hs.append(q.dequantize_output(h, dt))
+            cs.append(q.dequantize_cell(c, dt))
+        return Y, (np.stack(hs), np.stack(cs))
+
+
 def _per_tensor(t, name: str) -> tuple[float, int]:
     if t is None or t.scale is None or np.size(t.scale) == 0:
         raise AttributeValueError(f"{name}: expected a quantized tensor with a scale, got none")
@@ -350,6 +388,7 @@ class TflmLstmParams:
                    _qm(nl_out * nl_out / s_h), checked_log2(s_c), float(_F32(q.cell_clip)), qclip)
 
 
-__all__ = ["ACTIVATION_TYPES", "GATES", "PRODUCTS", "LstmRanges", "LstmStats", "QuantizedLstm", "TflmLstmParams",
+__all__ = ["ACTIVATION_TYPES", "GATES", "PRODUCTS", "LstmRanges", "LstmStats", "QuantizedLstm",
+           "QuantizedLstmPrepared", "TflmLstmParams",
            "calibrate_direction", "cell_scale_exponent", "check_standard_lstm", "checked_log2", "from_tflite_tensors",
            "kept_directions", "prepared_directions", "quantize_direction", "quantize_spec", "round_away"]

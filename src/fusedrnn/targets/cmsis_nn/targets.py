@@ -14,46 +14,29 @@ from __future__ import annotations
 import numpy as np
 
 from ...cells.spec import CellSpec
-from ...errors import UnsupportedFeatureError
-from ..batch_split import RowSplitter, macs_per_row_step
 from ..registry import Prepared, Target, names, register
-from ..tflite_quant import QuantizedLstm, prepared_directions
+from ..tflite_quant import QuantizedLstm, QuantizedLstmPrepared, prepared_directions
 from .kernel import CmsisLstm, params_from_quantized
 
 FEATURES = frozenset(("lstm", "bidirectional", "cell_clip"))
 VARIANTS = {"cmsis-nn-s8": ("s8", "int8"), "cmsis-nn-s16": ("s16", "int16")}
 
 
-class CmsisPrepared(Prepared):
+class CmsisPrepared(QuantizedLstmPrepared):
     """An LSTM on CMSIS-NN's kernel: ``quantized`` holds each direction's .tflite tensors, ``params`` its
     ``cmsis_nn_lstm_params`` (:class:`~.kernel.LstmParams`), ``kernels`` one :class:`~.kernel.CmsisLstm` each."""
 
-    def __init__(self, spec: CellSpec, quantized: list[QuantizedLstm], variant: str):
-        super().__init__(spec)
-        self.variant = variant
-        self.quantized = quantized
-        self.params = [params_from_quantized(q) for q in quantized]
-        self.kernels = [CmsisLstm(p, variant) for p in self.params]
-        self.splitter = RowSplitter(macs_per_row_step(spec))
+    sdk = "CMSIS-NN's"
 
-    def run(self, x, states, lens):
-        T, B, _ = x.shape
-        if lens is not None and not np.all(lens == T):
-            raise UnsupportedFeatureError("sequence_lens: CMSIS-NN's LSTM has no sequence lengths; every sequence "
-                                          "must run the full T steps")
-        h0, c0 = states
-        dt = x.dtype
-        Y = np.empty((T, len(self.kernels), B, self.spec.hidden_size), dt)
-        hs, cs = [], []
-        for d, (q, k) in enumerate(zip(self.quantized, self.kernels, strict=True)):
-            xq = q.quantize_input(x)
-            hq, cq = q.quantize_state(h0[d], c0[d])
-            rev = self.spec.reverse[d]
-            y, (h, c) = k.run(xq[::-1] if rev else xq, hq, cq)
-            Y[:, d] = q.dequantize_output(y[::-1] if rev else y, dt)
-            hs.append(q.dequantize_output(h, dt))
-            cs.append(q.dequantize_cell(c, dt))
-        return Y, (np.stack(hs), np.stack(cs))
+    def __init__(self, spec: CellSpec, quantized: list[QuantizedLstm], variant: str):
+        self.variant = variant
+        self.params = [params_from_quantized(q) for q in quantized]
+        super().__init__(spec, quantized, [CmsisLstm(p, variant) for p in self.params])
+
+    def run_direction(self, kernel, xq, state, reverse):
+        """CMSIS-NN reads forwards only: a backward direction runs on the time-reversed sequence."""
+        y, (h, c) = kernel.run(xq[::-1] if reverse else xq, *state)
+        return (y[::-1] if reverse else y), (h, c)
 
 
 def _prepare(name: str):

@@ -15,42 +15,22 @@ from __future__ import annotations
 import numpy as np
 
 from ...cells.spec import CellSpec
-from ...errors import UnsupportedFeatureError
-from ..batch_split import RowSplitter, macs_per_row_step
 from ..registry import Prepared, Target, names, register
-from ..tflite_quant import QuantizedLstm, prepared_directions
+from ..tflite_quant import QuantizedLstm, QuantizedLstmPrepared, prepared_directions
 from .kernel import TflmLstm
 
 FEATURES = frozenset(("lstm", "bidirectional", "cell_clip"))
 ACTIVATIONS = {"tflm-int8x16": "int8", "tflm-int16x8": "int16"}
 
 
-class TflmPrepared(Prepared):
+class TflmPrepared(QuantizedLstmPrepared):
     """An LSTM on TFLM's integer kernel: ``quantized`` holds each direction's tensors
     (:class:`~fusedrnn.targets.tflite_quant.QuantizedLstm`), ``kernels`` one :class:`TflmLstm` per direction."""
 
-    def __init__(self, spec: CellSpec, quantized: list[QuantizedLstm]):
-        super().__init__(spec)
-        self.quantized = quantized
-        self.kernels = [TflmLstm(q) for q in quantized]
-        self.splitter = RowSplitter(macs_per_row_step(spec))  # rows are independent sequences
+    sdk = "TFLM's"
 
-    def run(self, x, states, lens):
-        T, B, _ = x.shape
-        if lens is not None and not np.all(lens == T):
-            raise UnsupportedFeatureError("sequence_lens: TFLM's LSTM has no sequence lengths; every sequence must "
-                                          "run the full T steps")
-        h0, c0 = states
-        dt = x.dtype
-        H = self.spec.hidden_size
-        Y = np.empty((T, len(self.kernels), B, H), dt)
-        hs, cs = [], []
-        for d, (q, k) in enumerate(zip(self.quantized, self.kernels, strict=True)):
-            y, (h, c) = k.run(q.quantize_input(x), q.quantize_state(h0[d], c0[d]), reverse=self.spec.reverse[d])
-            Y[:, d] = q.dequantize_output(y, dt)
-            hs.append(q.dequantize_output(h, dt))
-            cs.append(q.dequantize_cell(c, dt))
-        return Y, (np.stack(hs), np.stack(cs))
+    def __init__(self, spec: CellSpec, quantized: list[QuantizedLstm]):
+        super().__init__(spec, quantized, [TflmLstm(q) for q in quantized])
 
 
 def _prepare(name: str):

@@ -152,6 +152,13 @@ def get(name: str | Target) -> Target:
         ) from None
 
 
+def register_new(targets) -> None:
+    """Register each of ``targets`` whose name is not registered yet (a package's table, on import)."""
+    for t in targets:
+        if t.name not in _REGISTRY:
+            register(t)
+
+
 def names() -> list[str]:
     return list(_REGISTRY)
 

@@ -2,10 +2,11 @@
 and status codes, :mod:`.api`) and the ``cmsis-nn-s8`` / ``cmsis-nn-s16`` emulation targets (registered on
 import)."""
 
+from ..registry import register_new
 from . import api
 from .kernel import CmsisLstm, LstmContext, LstmGate, LstmParams, params_from_quantized
-from .targets import CmsisPrepared, register_all
+from .targets import TARGETS, CmsisPrepared
 
-register_all()
+register_new(TARGETS)
 
 __all__ = ["CmsisLstm", "CmsisPrepared", "LstmContext", "LstmGate", "LstmParams", "api", "params_from_quantized"]

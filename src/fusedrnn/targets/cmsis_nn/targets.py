@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...cells.spec import CellSpec
-from ..registry import Prepared, Target, names, register
+from ..registry import Prepared, Target
 from ..tflite_quant import QuantizedLstm, QuantizedLstmPrepared, prepared_directions
 from .kernel import CmsisLstm, params_from_quantized
 
@@ -59,9 +59,3 @@ TARGETS = (
            dtype=np.dtype(np.float32), features=FEATURES, bit_exact=True, prepare=_prepare("cmsis-nn-s16"),
            needs_calibration=True),
 )
-
-
-def register_all() -> None:
-    for t in TARGETS:
-        if t.name not in names():
-            register(t)

@@ -2,6 +2,7 @@
 8x8_16 arithmetic, a .tflite reader and writer, and the ``litert-float``, ``litert-hybrid`` and ``litert-int8x16``
 emulation targets (registered on import)."""
 
-from .targets import register_all
+from ..registry import register_new
+from .targets import TARGETS
 
-register_all()
+register_new(TARGETS)

@@ -16,7 +16,7 @@ from ...cells.spec import CellSpec
 from ...errors import UnsupportedFeatureError
 from ...numerics.affine import tflite_symmetric_quantize
 from ..batch_split import RowSplitter, macs_per_row_step
-from ..registry import Prepared, Target, names, register
+from ..registry import Prepared, Target
 from ..tflite_quant import calibrate_direction
 from .layer_map import (
     check_lstm_expressible,
@@ -241,9 +241,3 @@ TARGETS = (
            dtype=np.dtype(np.float32), features=FEATURES["litert-int8x16"], bit_exact=True,
            prepare=_prepare("litert-int8x16"), needs_calibration=True),
 )
-
-
-def register_all() -> None:
-    for t in TARGETS:
-        if t.name not in names():
-            register(t)

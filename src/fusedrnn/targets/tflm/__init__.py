@@ -2,9 +2,10 @@
 activations, :mod:`.kernel`) and the ``tflm-int8x16`` / ``tflm-int16x8`` emulation targets (registered on
 import)."""
 
+from ..registry import register_new
 from .kernel import TflmLstm, TflmLstmParams
-from .targets import TflmPrepared, register_all
+from .targets import TARGETS, TflmPrepared
 
-register_all()
+register_new(TARGETS)
 
 __all__ = ["TflmLstm", "TflmLstmParams", "TflmPrepared"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...cells.spec import CellSpec
-from ..registry import Prepared, Target, names, register
+from ..registry import Prepared, Target
 from ..tflite_quant import QuantizedLstm, QuantizedLstmPrepared, prepared_directions
 from .kernel import TflmLstm
 
@@ -53,9 +53,3 @@ TARGETS = (
            dtype=np.dtype(np.float32), features=FEATURES, bit_exact=True, prepare=_prepare("tflm-int16x8"),
            needs_calibration=True),
 )
-
-
-def register_all() -> None:
-    for t in TARGETS:
-        if t.name not in names():
-            register(t)

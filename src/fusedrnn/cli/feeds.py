@@ -24,7 +24,7 @@ UNREADABLE = (OSError, ValueError, TypeError, AttributeError, EOFError, zipfile.
 """What np.load raises on a file that is not the npz / npy it should be."""
 
 
-def _name(name: str) -> str:
+def display_name(name: str) -> str:
     """A model or array name for a message: as it is when it is short and plain, else quoted and cut."""
     return name if re.fullmatch(r"[\w.:/+-]{1,60}", name, re.ASCII) else brief(name)
 
@@ -48,14 +48,15 @@ def load_feeds(model: fonnx.Model, data: Path, option: str = "--data") -> tuple[
     if data.suffix.lower() == ".npy":
         if len(names) != 1:
             raise CLIError(f"{option}: a .npy file holds one array but the model has {len(names)} inputs "
-                           f"({', '.join(_name(n) for n in names[:8])}); give an npz with one array per input name")
+                           f"({', '.join(display_name(n) for n in names[:8])}); give an npz with one array per input "
+                           f"name")
         arrays = {names[0]: read_data(data, option, npy=True)}
     else:
         arrays = read_data(data, option)
     missing = [n for n in names if n not in arrays]
     if missing:
-        raise CLIError(f"{option}: {data} lacks the model input(s) {', '.join(_name(n) for n in missing[:8])} "
-                       f"(it holds {', '.join(_name(n) for n in list(arrays)[:8]) or 'nothing'})")
+        raise CLIError(f"{option}: {data} lacks the model input(s) {', '.join(display_name(n) for n in missing[:8])} "
+                       f"(it holds {', '.join(display_name(n) for n in list(arrays)[:8]) or 'nothing'})")
     feeds = {}
     for spec in model.inputs:
         a = arrays[spec.name]
@@ -75,4 +76,5 @@ def calibration_subset(feeds: dict, limit: int = CALIBRATION_SAMPLES) -> dict:
     return {k: (v[:limit] if np.ndim(v) and v.shape[0] > limit else v) for k, v in feeds.items()}
 
 
-__all__ = ["CALIBRATION_SAMPLES", "LABELS", "UNREADABLE", "calibration_subset", "load_feeds", "read_data"]
+__all__ = ["CALIBRATION_SAMPLES", "LABELS", "UNREADABLE", "calibration_subset", "display_name", "load_feeds",
+           "read_data"]

@@ -97,7 +97,7 @@ def _from_onnx(path: Path, node_name: str | None):
     try:
         model = read_onnx(path)
     except (FusedRNNError, OSError) as exc:
-        raise CLIError(f"SRC: {path} is not a readable ONNX model ({exc})") from None
+        raise CLIError(f"SRC: {exc}") from None
     rec = [n for n in model.graph.node if n.op_type in ("LSTM", "GRU", "RNN") and n.domain in ("", "ai.onnx")]
     others = [n for n in model.graph.node if n.op_type in ("ExtendedLSTM", "DynamicQuantizeLSTM")]
     found = {n.name or f"{n.op_type}#{k}": n for k, n in enumerate(rec)}

@@ -85,7 +85,8 @@ def _header(f, where: str) -> tuple[tuple[int, ...], np.dtype, int]:
             shape, _, dtype = np.lib.format.read_array_header_2_0(f)
         else:
             raise ValueError(f"npy format version {version[0]}.{version[1]} is not read here (1.0 and 2.0 are)")
-    except _READ_ERRORS + (SyntaxError, TypeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - numpy parses the header's Python literal: ValueError, SyntaxError,
+        # tokenize.TokenError, RecursionError, ... on damaged text
         raise FileFormatError(f"{where}: expected an .npy array header ({_why(exc)})") from None
     if dtype.hasobject:
         raise FileFormatError(f"{where}: holds Python objects (dtype {brief(dtype)}); expected a numeric array "

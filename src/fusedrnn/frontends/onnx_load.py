@@ -200,9 +200,9 @@ def _attribute_names(op: str, domain: str, opsets: dict) -> frozenset | None:
         return None
 
 
-def _check_nodes(nodes, defined: set[str], depth: int, where: str, opsets: dict) -> set[str]:
-    """Check ``nodes`` in order against the names ``defined`` so far (extended in place); returns their
-    outputs."""
+def _check_nodes(nodes, defined: set[str], depth: int, where: str, opsets: dict | None) -> set[str]:
+    """Check ``nodes`` in order against the names ``defined`` so far (extended in place) and the model's
+    ``opsets`` ({domain: version}; None in a function body, whose imports are its own); returns their outputs."""
     produced: set[str] = set()
     for k, node in enumerate(nodes):
         op = _string(node, "op_type", f"op_type of node #{k}{where}")
@@ -214,10 +214,13 @@ def _check_nodes(nodes, defined: set[str], depth: int, where: str, opsets: dict)
                 raise ConversionError(f"model: node {label} ({brief(op, 30)}) reads {brief(i)}, which no graph "
                                       f"input, initializer or earlier node provides (nodes must be in topological "
                                       f"order){where}")
-        known = _attribute_names(op, domain, opsets)
+        if opsets is not None and ("" if domain == "ai.onnx" else domain) not in opsets:
+            raise ConversionError(f"model: node {label} ({brief(op, 30)}) is of domain {brief(domain or 'ai.onnx')}, "
+                                  f"which the model's opset_import does not list{where}")
+        known = _attribute_names(op, domain, opsets or {})
         textual = known is not None or ("" if domain == "ai.onnx" else domain, op) in RECURRENT_OPS
         for att in node.attribute:
-            _check_attribute(att, label, defined, depth, opsets, known, textual)
+            _check_attribute(att, label, defined, depth, opsets or {}, known, textual)
         for o in node.output:
             _text(o, f"an output name of node {label}")
             if o and o in produced:
@@ -281,11 +284,14 @@ def check_model(proto: onnx.ModelProto) -> None:
     opsets = {}
     for k, op in enumerate(proto.opset_import):
         domain = _string(op, "domain", f"domain of opset import #{k}")
+        if op.version < 1:
+            raise ConversionError(f"model: opset import of domain {brief(domain or 'ai.onnx')}: expected a version of "
+                                  f"at least 1, got {op.version}")
         opsets["" if domain == "ai.onnx" else domain] = op.version
     for f in proto.functions:
         fname = brief(_string(f, "name", "a function name"))
         _check_nodes(f.node, {_text(i, f"an input of function {fname}") for i in f.input}, 1,
-                     f" (in the function {fname})", {})
+                     f" (in the function {fname})", None)
     _check_graph(proto.graph, set(), opsets)
     try:
         onnx.shape_inference.infer_shapes(_inference_view(proto), check_type=True, strict_mode=True)

@@ -26,7 +26,8 @@ from toy_targets import toy_quantized
 import fusedrnn
 import fusedrnn.example as ex
 from fusedrnn import targets
-from fusedrnn.cli import bench_cmd, common, export_cmd, main, staging
+from fusedrnn.cli import bench_cmd, common, convert_cmd, export_cmd, main, run_cmd, staging
+from fusedrnn.cli.common import CLIError
 from fusedrnn.errors import FileFormatError, FusedRNNError
 from fusedrnn.frontends import archives
 from fusedrnn.frontends import onnx as fonnx
@@ -286,8 +287,6 @@ def test_publish_undoes_itself_when_a_rename_fails(tmp_path, monkeypatch):
 
 
 def test_failed_convert_leaves_the_previous_file(tmp_path, monkeypatch):
-    from fusedrnn.cli import convert_cmd
-
     rng = np.random.default_rng(0)
     layer = fusedrnn.LSTM(rng.normal(size=(1, 16, 3)).astype(np.float32),
                           rng.normal(size=(1, 16, 4)).astype(np.float32))
@@ -376,6 +375,8 @@ def test_npz_claims_and_object_arrays_are_refused(tmp_path):
         one_line_error(cli("run", "-t", "fp32", "--calibration", path), "--calibration:", needle)
         one_line_error(cli("export-vectors", model, "-t", "fp32", "--input", path, "--out", tmp_path / "o"),
                        "--input:", needle)
+        one_line_error(cli("convert", model, "--to", "mli2-sa8", "--calibration", path, "--out", tmp_path / "w.h"),
+                       "--calibration:", needle)
         assert time.perf_counter() - t0 < 5
     one_line_error(cli("run", model, "--data", npy, "-t", "fp32"), "header claims shape (1000000, 1000000)")
     with pytest.raises(FileFormatError):
@@ -523,9 +524,6 @@ def test_fuzzed_files_succeed_or_raise_fusedrnn_errors(tmp_path):
         count("npz-" + _outcome(lambda: archives.read_arrays(tmp_path / "m.npz", "--data")))
     # a PyTorch state dict: structural mutations of the dict and byte mutations of the file
     torch = pytest.importorskip("torch")
-    from fusedrnn.cli.common import CLIError
-    from fusedrnn.cli.convert_cmd import load_source
-
     rng = random.Random(seed + 2)
     sd = dict(torch.nn.GRU(3, 4, num_layers=2, bidirectional=True).state_dict())
     torch.save(sd, tmp_path / "sd.pt")
@@ -552,7 +550,7 @@ def test_fuzzed_files_succeed_or_raise_fusedrnn_errors(tmp_path):
                 d[key] = d[key].to(rng.choice([torch.int32, torch.float16, torch.float64]))
             torch.save(d, tmp_path / "m.pt")
         try:
-            load_source(tmp_path / "m.pt")
+            convert_cmd.load_source(tmp_path / "m.pt")
             count("pt-ok")
         except (CLIError, FusedRNNError):
             count("pt-refused")
@@ -596,11 +594,9 @@ def test_nan_outputs_are_reported_as_nan(tmp_path, monkeypatch):
 
 
 def test_differences_count_nan_mismatches_only():
-    from fusedrnn.cli.run_cmd import _differences
-
     ref = {"y": np.array([1.0, np.nan, np.inf, 2.0])}
-    assert _differences({"y": np.array([1.0, np.nan, np.inf, 2.5])}, ref)[::3] == (0.5, 0)
-    mx, mean, snr, nans = _differences({"y": np.array([np.nan, np.nan, np.inf, 2.0])}, ref)
+    assert run_cmd._differences({"y": np.array([1.0, np.nan, np.inf, 2.5])}, ref)[::3] == (0.5, 0)
+    mx, mean, snr, nans = run_cmd._differences({"y": np.array([np.nan, np.nan, np.inf, 2.0])}, ref)
     assert np.isnan(mx) and np.isnan(mean) and np.isnan(snr) and nans == 1
 
 

@@ -101,7 +101,8 @@ def _first(feeds: dict, n: int | None) -> dict:
               metavar="NPZ", help="npz whose arrays are the model inputs by name (or a .npy for a single-input "
                                   "model); other arrays are ignored.")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), metavar="DIR",
-              help="Folder to write into (created if missing; files of the same names are replaced).")
+              help="Folder to write into (created if missing; files of the same names are replaced, together, "
+                   "once the export has succeeded).")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
               help="npz of model inputs to calibrate a quantized target on (default: the first "
                    f"{CALIBRATION_SAMPLES} samples of --input).")

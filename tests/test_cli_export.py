@@ -152,8 +152,10 @@ def test_manifest_describes_the_files(tmp_path):
     for name, info in m["files"].items():
         blob = (tmp_path / name).read_bytes()
         assert info == {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
-    assert m["inputs"] == [{"name": "x", "c_name": "input_x", "dtype": "float32", "shape": [3, 8, 8]}]
-    assert m["outputs"] == [{"name": "logits", "c_name": "output_logits", "dtype": "float32", "shape": [3, 10]}]
+    assert m["inputs"] == [{"name": "x", "npz_name": "x", "c_name": "input_x", "dtype": "float32",
+                            "shape": [3, 8, 8]}]
+    assert m["outputs"] == [{"name": "logits", "npz_name": "logits", "c_name": "output_logits", "dtype": "float32",
+                             "shape": [3, 10]}]
 
 
 def test_quantized_target_records_its_calibration(tmp_path, toy, digits):

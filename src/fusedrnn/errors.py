@@ -54,6 +54,12 @@ class UnsupportedFeatureError(FusedRNNError, ValueError):
     """A target or converter cannot express an option of the layer."""
 
 
+class FileFormatError(FusedRNNError, ValueError):
+    """A file is not of the format it should be, is damaged, or claims more than it holds (an array header's
+    shape beyond the bytes behind it, layer indices beyond the tensors present, a member that inflates past what
+    its compression method allows)."""
+
+
 __all__ = [
     "FusedRNNError",
     "ShapeError",
@@ -65,4 +71,5 @@ __all__ = [
     "InputError",
     "UnknownTargetError",
     "UnsupportedFeatureError",
+    "FileFormatError",
 ]

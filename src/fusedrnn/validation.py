@@ -155,3 +155,11 @@ def calibration_sequences(calibration, input_size: int, *, batch_first: bool = F
             raise ShapeError(f"{argument}[{k}]: expected finite values")
         out.append(np.swapaxes(x, 0, 1) if batch_first else x)
     return out
+
+
+def brief(value, limit: int = 60) -> str:
+    """``value`` for an error message: a string as its ``repr`` (quotes and escapes make control characters and
+    line breaks visible), anything else as ``str``; on one line and cut to ``limit`` characters with ``...``, so
+    that a name or value read from a hostile file cannot make a message long or multi-line."""
+    text = repr(value) if isinstance(value, str) else " ".join(str(value).split())
+    return text if len(text) <= limit else text[:max(limit - 3, 1)] + "..."

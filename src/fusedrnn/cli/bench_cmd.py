@@ -1,9 +1,11 @@
 """``fusedrnn bench``: run one of the benchmark suites of a fusedrnn source checkout.
 
 The suites live in the repository's ``benchmarks/`` folder (they compare fusedrnn with onnxruntime, PyTorch and
-the SDK kernels, which an installed package does not ship). ``fusedrnn bench SUITE [ARGS...]`` finds the checkout
-(the current folder or one of its parents, or ``--root``) and runs ``python -m benchmarks.bench_<SUITE> ARGS`` there
-with this Python; ARGS go to the suite unchanged (``fusedrnn bench float --quick``).
+the SDK kernels, which an installed package does not ship). ``fusedrnn bench SUITE [ARGS...]`` runs
+``python -m benchmarks.bench_<SUITE> ARGS`` with this Python in the checkout that holds the running fusedrnn
+package (``src/fusedrnn`` next to ``benchmarks/``: a source checkout or an editable install), or in the folder
+given with ``--root``; ARGS go to the suite unchanged (``fusedrnn bench float --quick``). It never looks for
+benchmarks in the current folder or its parents: a file found there would be run as code.
 """
 
 from __future__ import annotations
@@ -17,12 +19,11 @@ import click
 from .common import CLIError
 
 
-def find_root(start: Path) -> Path | None:
-    """The nearest folder at or above ``start`` holding ``benchmarks/bench_float.py``."""
-    for folder in (start, *start.parents):
-        if (folder / "benchmarks" / "bench_float.py").is_file():
-            return folder
-    return None
+def package_root() -> Path | None:
+    """The source checkout of the running fusedrnn package: the folder two levels above the package
+    (``<root>/src/fusedrnn``) when it holds ``benchmarks/bench_float.py``, else None (an installed wheel)."""
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / "benchmarks" / "bench_float.py").is_file() else None
 
 
 def suites(root: Path) -> list[str]:
@@ -33,17 +34,20 @@ def suites(root: Path) -> list[str]:
 @click.command("bench", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("suite", required=False)
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path),
-              help="The fusedrnn source checkout (default: the current folder or a parent).")
+              help="The fusedrnn source checkout whose suites to run (default: the one holding the running "
+                   "fusedrnn package).")
 @click.option("--list", "list_only", is_flag=True, help="List the suites and exit.")
 @click.pass_context
 def bench(ctx: click.Context, suite: str | None, root: Path | None, list_only: bool) -> None:
     """Run the benchmark SUITE (float, compiled, int_matmul, mli, zdnn, zdnn_conv, litert, quark) of a source
     checkout; extra arguments go to the suite (e.g. ``fusedrnn bench float --quick``)."""
-    base = root if root is not None else find_root(Path.cwd())
-    if base is None or not (base / "benchmarks").is_dir():
-        where = root if root is not None else Path.cwd()
-        raise CLIError(f"--root: no benchmarks/ folder at or above {where}; the suites ship with the fusedrnn "
-                       f"source checkout, run this command inside it or pass --root")
+    base = root if root is not None else package_root()
+    if base is None:
+        raise CLIError(f"--root: the running fusedrnn ({Path(__file__).resolve().parents[1]}) is not in a source "
+                       f"checkout with benchmarks/; the suites ship with the source, pass its folder with --root")
+    if not (base / "benchmarks").is_dir():
+        raise CLIError(f"--root: no benchmarks/ folder in {base}; the suites ship with the fusedrnn source "
+                       f"checkout")
     names = suites(base)
     if list_only or suite is None:
         click.echo("suites: " + ", ".join(names))

@@ -10,14 +10,19 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+MESSAGE_LIMIT = 600
+"""The longest error message the command line prints (longer ones are cut with ``...``)."""
+
 
 class CLIError(click.ClickException):
-    """A user error: printed as one ``Error: ...`` line on stderr, exit status 2, no traceback."""
+    """A user error: printed as one ``Error: ...`` line on stderr (at most :data:`MESSAGE_LIMIT` characters),
+    exit status 2, no traceback."""
 
     exit_code = 2
 
     def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))  # one line
+        text = " ".join(str(message).split())  # one line
+        super().__init__(text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT - 3] + "...")
 
 
 def stdout_console() -> Console:

@@ -41,20 +41,23 @@ from onnx import numpy_helper
 from .. import layers, litert, quark
 from .. import targets as registry
 from ..errors import FusedRNNError
+from ..frontends.archives import open_zip, read_arrays, sniff
 from ..frontends.c_export import cmsis_nn_export, mli_export, zdnn_export
-from ..frontends.keras import from_keras
+from ..frontends.keras import check_keras_file, from_keras
+from ..frontends.onnx_load import read_model as read_onnx
 from ..frontends.onnx_node import batch_major_wrapped
-from ..frontends.torch import from_torch
+from ..frontends.torch import check_storage, from_torch, module_from_state_dict, state_dict_groups
 from ..targets.litert.export import export as litert_export
 from ..targets.litert.reader import read_model
+from ..validation import brief
 from .common import CLIError, delayed_progress
+from .feeds import display_name
+from .staging import staged_files
 
 FILE_FORMATS = {"onnx": ".onnx", "torch": ".pt", "keras": ".keras", "quark": ".onnx", "zdnn": ".h",
                 "tflite": ".tflite"}
 TFLITE_SCHEMES = ("float", "hybrid", "int8x16")
 SOURCE_SUFFIXES = (".onnx", ".pt", ".pth", ".keras", ".tflite")
-_TORCH_KEY = re.compile(r"^(?P<prefix>.*?)(?P<base>weight_ih|weight_hh|weight_hr|bias_ih|bias_hh)_l(?P<k>\d+)"
-                        r"(?P<rev>_reverse)?$")
 
 
 def mli_formats() -> list[str]:
@@ -93,10 +96,10 @@ def load_source(path: Path, node: str | None = None, nonlinearity: str = "tanh")
 def _pick(found: dict, node: str | None, what: str, option: str = "--node"):
     if node is not None:
         if node not in found:
-            raise CLIError(f"{option}: no {what} called {node!r}; found {', '.join(map(repr, found)) or 'none'}")
+            raise CLIError(f"{option}: no {what} called {node!r}; found {', '.join(map(brief, found)) or 'none'}")
         return node, found[node]
     if len(found) != 1:
-        names = ", ".join(map(repr, found))
+        names = ", ".join(map(brief, found))
         raise CLIError(f"SRC: expected one {what}, found {len(found)}" + (f" ({names}); pick one with {option}"
                                                                           if found else ""))
     return next(iter(found.items()))
@@ -104,9 +107,9 @@ def _pick(found: dict, node: str | None, what: str, option: str = "--node"):
 
 def _from_onnx(path: Path, node_name: str | None):
     try:
-        model = onnx.load(os.fspath(path))
-    except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError, OSError, ...
-        raise CLIError(f"SRC: {path} is not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+        model = read_onnx(path)
+    except (FusedRNNError, OSError) as exc:
+        raise CLIError(f"SRC: {exc}") from None
     rec = [n for n in model.graph.node if n.op_type in ("LSTM", "GRU", "RNN") and n.domain in ("", "ai.onnx")]
     others = [n for n in model.graph.node if n.op_type in ("ExtendedLSTM", "DynamicQuantizeLSTM")]
     found = {n.name or f"{n.op_type}#{k}": n for k, n in enumerate(rec)}
@@ -120,8 +123,8 @@ def _from_onnx(path: Path, node_name: str | None):
                          strict=False):
         if inp and slot in ("W", "R", "B", "P"):
             if inp not in inits:
-                raise CLIError(f"SRC: input {slot} ({inp!r}) of node {name!r} is not an initializer; only constant "
-                               f"weights can be converted")
+                raise CLIError(f"SRC: input {slot} ({brief(inp)}) of node {brief(name)} is not an initializer; only "
+                               f"constant weights can be converted")
             arrays[slot] = numpy_helper.to_array(inits[inp])
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     attrs = {k: (v.decode() if isinstance(v, bytes) else [x.decode() for x in v]
@@ -129,7 +132,13 @@ def _from_onnx(path: Path, node_name: str | None):
     if batch_major_wrapped(model, node):
         attrs["layout"] = 1
     cls = {"LSTM": "LSTM", "GRU": "GRU", "RNN": "RNN"}[node.op_type]
-    layer = getattr(layers, cls).from_onnx(arrays["W"], arrays["R"], arrays.get("B"), arrays.get("P"), **attrs)
+    if "W" not in arrays or "R" not in arrays:
+        raise CLIError(f"SRC: node {brief(name)} lacks its W or R input")
+    try:
+        layer = getattr(layers, cls).from_onnx(arrays["W"], arrays["R"], arrays.get("B"), arrays.get("P"), **attrs)
+    except TypeError as exc:  # an attribute of the wrong name or kind, from the file
+        raise CLIError(f"SRC: node {brief(name)} has attributes {cls}.from_onnx does not take "
+                       f"({brief(str(exc), 100)})") from None
     assert isinstance(layer, layers.RecurrentLayer)
     return layer, f"ONNX {node.op_type} node {name!r}"
 
@@ -147,64 +156,30 @@ def _from_torch(path: Path, prefix: str | None, nonlinearity: str):
     nn = torch.nn
     allowed = [nn.LSTM, nn.GRU, nn.RNN, nn.LSTMCell, nn.GRUCell, nn.RNNCell]
     try:
+        if sniff(path) == "zip":  # torch.save's format: the members' sizes must fit the file
+            open_zip(path, "SRC").close()
         with torch.serialization.safe_globals(allowed):
             obj = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+    except FusedRNNError as exc:
+        raise CLIError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - pickle errors of every kind
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CLIError(f"SRC: {path} cannot be loaded with torch.load(weights_only=True): {first} (save the "
-                       f"module's state_dict() instead)") from None
-    if isinstance(obj, nn.Module):
-        return from_torch(obj), f"PyTorch {type(obj).__name__}"
-    if not isinstance(obj, dict):
-        raise CLIError(f"SRC: expected a state dict or an nn.LSTM/GRU/RNN in {path}, got {type(obj).__name__}")
-    groups: dict[str, dict] = {}
-    for key, value in obj.items():
-        m = _TORCH_KEY.match(str(key))
-        if m and isinstance(value, torch.Tensor):
-            groups.setdefault(m["prefix"].rstrip("."), {})[m["base"] + "_l" + m["k"] + (m["rev"] or "")] = value
-    groups = {k: v for k, v in groups.items() if "weight_ih_l0" in v}
-    if not groups:
-        raise CLIError(f"SRC: no recurrent weights (weight_ih_l0, weight_hh_l0, ...) in the state dict {path}")
-    name, sd = _pick(groups, prefix, "recurrent module in the state dict", "--node")
-    module = _torch_module(torch, sd, nonlinearity, name or "state dict")
-    return from_torch(module), f"PyTorch state dict{' ' + repr(name) if name else ''} ({type(module).__name__})"
-
-
-def _torch_module(torch, sd: dict, nonlinearity: str, where: str):
-    """The nn.LSTM / GRU / RNN whose state dict is ``sd`` (keys without prefix)."""
-    L = 1 + max(int(k.rsplit("_l", 1)[1].split("_")[0]) for k in sd)
-    bidir = any(k.endswith("_reverse") for k in sd)
-    wih, whh = sd["weight_ih_l0"], sd.get("weight_hh_l0")
-    if whh is None or wih.ndim != 2 or whh.ndim != 2:
-        raise CLIError(f"SRC: {where}: expected 2-D weight_ih_l0 and weight_hh_l0")
-    proj = 0
-    if "weight_hr_l0" in sd:
-        proj, H = sd["weight_hr_l0"].shape
-        G = wih.shape[0] // H
-    else:
-        H = whh.shape[1]
-        G = whh.shape[0] // H if H else 0
-    kinds = {4: torch.nn.LSTM, 3: torch.nn.GRU, 1: torch.nn.RNN}
-    if G not in kinds or G * H != wih.shape[0] or (proj and G != 4):
-        raise CLIError(f"SRC: {where}: weight_ih_l0 {tuple(wih.shape)} and weight_hh_l0 {tuple(whh.shape)} are not "
-                       f"the weights of an nn.LSTM, nn.GRU or nn.RNN")
-    kw = dict(input_size=wih.shape[1], hidden_size=H, num_layers=L, bias="bias_ih_l0" in sd, bidirectional=bidir)
-    if G == 4:
-        kw["proj_size"] = proj
-    if G == 1:
-        kw["nonlinearity"] = nonlinearity
-    module = kinds[G](**kw)
+        raise CLIError(f"SRC: {path} cannot be loaded with torch.load(weights_only=True): {brief(first, 200)} (save "
+                       f"the module's state_dict() instead)") from None
     try:
-        module.load_state_dict({k: v.to(torch.float32) if v.dtype != torch.float64 else v for k, v in sd.items()},
-                               strict=True)
-    except RuntimeError as exc:
-        first = str(exc).strip().splitlines()
-        raise CLIError(f"SRC: {where}: the state dict does not fit {type(module).__name__}({kw}): "
-                       f"{' '.join(first[:3])}") from None
-    if any(v.dtype == torch.float64 for v in sd.values()):
-        module = module.double()
-        module.load_state_dict(sd, strict=True)
-    return module
+        if isinstance(obj, nn.Module):
+            check_storage(dict(obj.named_parameters()), f"SRC: {path}")
+            return from_torch(obj), f"PyTorch {type(obj).__name__}"
+        if not isinstance(obj, dict):
+            raise CLIError(f"SRC: expected a state dict or an nn.LSTM/GRU/RNN in {path}, got {type(obj).__name__}")
+        groups = state_dict_groups(obj)
+        if not groups:
+            raise CLIError(f"SRC: no recurrent weights (weight_ih_l0, weight_hh_l0, ...) in the state dict {path}")
+        name, sd = _pick(groups, prefix, "recurrent module in the state dict", "--node")
+        module = module_from_state_dict(sd, nonlinearity, f"SRC: {brief(name) if name else 'state dict'}")
+        return from_torch(module), f"PyTorch state dict{' ' + repr(name) if name else ''} ({type(module).__name__})"
+    except FusedRNNError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def _keras():
@@ -235,6 +210,10 @@ def _keras_recurrent(keras, model) -> dict:
 def _from_keras(path: Path, name: str | None):
     keras = _keras()
     try:
+        check_keras_file(path, "SRC")
+    except FusedRNNError as exc:
+        raise CLIError(str(exc)) from None
+    try:
         model = keras.saving.load_model(os.fspath(path), compile=False, safe_mode=True)
     except Exception as exc:  # noqa: BLE001 - zip, json and deserialisation errors
         raise CLIError(f"SRC: {path} is not a loadable .keras model ({type(exc).__name__}: "
@@ -261,20 +240,21 @@ def _from_tflite(path: Path, node: str | None):
 
 # ---- calibration ----------------------------------------------------------------------------------------------
 def load_calibration(path: Path) -> np.ndarray:
+    """The calibration sequences of ``path`` (an .npy, or an npz's only array or its X / x / input), read
+    through :func:`fusedrnn.frontends.archives.read_arrays` (claims checked, no object arrays)."""
     try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise CLIError(f"--calibration: {path} is not a readable .npz / .npy file ({exc})") from None
+        data = read_arrays(path, "--calibration")
+    except FusedRNNError as exc:
+        raise CLIError(str(exc)) from None
     if isinstance(data, np.ndarray):
         a = data
     else:
-        with data:
-            names = list(data.files)
-            key = names[0] if len(names) == 1 else next((n for n in ("X", "x", "input") if n in names), None)
-            if key is None:
-                raise CLIError(f"--calibration: expected one array (or one called X, x or input) in {path}, found "
-                               f"{', '.join(names) or 'none'}")
-            a = data[key]
+        names = list(data)
+        key = names[0] if len(names) == 1 else next((n for n in ("X", "x", "input") if n in names), None)
+        if key is None:
+            raise CLIError(f"--calibration: expected one array (or one called X, x or input) in {path}, found "
+                           f"{', '.join(display_name(n) for n in names[:8]) or 'none'}")
+        a = data[key]
     if a.ndim != 3 or a.dtype.kind != "f":
         raise CLIError(f"--calibration: expected float input sequences of rank 3, got {a.dtype} {a.shape}")
     return np.asarray(a, np.float32)
@@ -345,6 +325,32 @@ def _write_zdnn_bin(export, out: Path) -> Path:
     return side
 
 
+def _write(fmt: str, layer, out: Path, cal, scheme: str, batch: int | None, guard_base: str,
+           time_steps: int | None = None) -> str:
+    """Write ``layer`` as ``fmt`` to ``out`` (a staged path); returns an extra line for the user (or "")."""
+    if fmt == "onnx":
+        _write_onnx(layer, out)
+    elif fmt == "torch":
+        _write_torch(layer, out)
+    elif fmt == "keras":
+        _write_keras(layer, out)
+    elif fmt == "quark":
+        return _write_quark(layer, out, cal)
+    elif fmt == "tflite":
+        return _write_tflite(layer, out, scheme, cal, batch, time_steps)
+    elif fmt == "zdnn":
+        export = zdnn_export(layer)
+        if out.suffix == ".bin":
+            _write_zdnn_bin(export, out)
+        else:
+            _write_c(export, out, guard_base)
+    elif fmt in cmsis_nn_formats():
+        _write_c(cmsis_nn_export(layer, fmt, cal), out, guard_base)
+    else:
+        _write_c(mli_export(layer, fmt, cal), out, guard_base)
+    return ""
+
+
 # ---- the command ----------------------------------------------------------------------------------------------
 @click.command("convert")
 @click.argument("src", metavar="SRC", type=click.Path(dir_okay=False, path_type=Path))
@@ -404,6 +410,7 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
     if out.parent and not out.parent.is_dir():
         raise CLIError(f"--out: no such folder: {out.parent}")
     extra = ""
+    side = out.with_suffix(out.suffix + ".json") if fmt == "zdnn" and out.suffix == ".bin" else None
     with delayed_progress("converting", 3) as steps:
         try:
             steps.begin("reading")
@@ -411,27 +418,10 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
             steps.advance()
             cal = load_calibration(calibration) if calibration is not None else None
             steps.begin(f"to {fmt}")
-            if fmt == "onnx":
-                _write_onnx(layer, out)
-            elif fmt == "torch":
-                _write_torch(layer, out)
-            elif fmt == "keras":
-                _write_keras(layer, out)
-            elif fmt == "quark":
-                extra = _write_quark(layer, out, cal)
-            elif fmt == "tflite":
-                extra = _write_tflite(layer, out, scheme, cal, batch, time_steps)
-            elif fmt == "zdnn":
-                export = zdnn_export(layer)
-                if out.suffix == ".bin":
-                    side = _write_zdnn_bin(export, out)
-                    extra = f"descriptors and offsets in {side}"
-                else:
-                    _write_c(export, out, out.stem)
-            elif fmt in cmsis_nn_formats():
-                _write_c(cmsis_nn_export(layer, fmt, cal), out, out.stem)
-            else:
-                _write_c(mli_export(layer, fmt, cal), out, out.stem)
+            with staged_files(out, *([side] if side else [])) as staged:
+                extra = _write(fmt, layer, staged[0], cal, scheme, batch, guard_base=out.stem, time_steps=time_steps)
+            if side is not None:
+                extra = f"descriptors and offsets in {side}"
             steps.advance()
         except FusedRNNError as exc:
             raise CLIError(f"--to {fmt}: {exc}") from None

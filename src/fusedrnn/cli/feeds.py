@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import FileFormatError
 from ..frontends import onnx as fonnx
+from ..frontends.archives import read_npy, read_npz
+from ..validation import brief
 from .common import CLIError
 
 LABELS = "y"
@@ -20,6 +24,22 @@ UNREADABLE = (OSError, ValueError, TypeError, AttributeError, EOFError, zipfile.
 """What np.load raises on a file that is not the npz / npy it should be."""
 
 
+def display_name(name: str) -> str:
+    """A model or array name for a message: as it is when it is short and plain, else quoted and cut."""
+    return name if re.fullmatch(r"[\w.:/+-]{1,60}", name, re.ASCII) else brief(name)
+
+
+def read_data(path: Path, option: str, npy: bool = False):
+    """The array of the .npy file (``npy``) or the {name: array} of the npz archive ``path``, checked against
+    the file before anything is allocated (:mod:`fusedrnn.frontends.archives`); CLIError when unreadable."""
+    try:
+        return read_npy(path, option) if npy else read_npz(path, option)
+    except FileFormatError as exc:
+        raise CLIError(str(exc)) from None
+    except OSError as exc:
+        raise CLIError(f"{option}: cannot read {path} ({exc.strerror or exc})") from None
+
+
 def load_feeds(model: fonnx.Model, data: Path, option: str = "--data") -> tuple[dict, np.ndarray | None]:
     """The model's feeds from the npz ``data`` (float arrays cast to the declared float dtype), and
     the optional label array ``y`` (unless the model has an input called ``y``). A ``.npy`` file is the one
@@ -28,27 +48,22 @@ def load_feeds(model: fonnx.Model, data: Path, option: str = "--data") -> tuple[
     if data.suffix.lower() == ".npy":
         if len(names) != 1:
             raise CLIError(f"{option}: a .npy file holds one array but the model has {len(names)} inputs "
-                           f"({', '.join(names)}); give an npz with one array per input name")
-        try:
-            arrays = {names[0]: np.load(data, allow_pickle=False)}
-        except UNREADABLE as exc:
-            raise CLIError(f"{option}: cannot read {data} as a .npy array ({exc})") from None
+                           f"({', '.join(display_name(n) for n in names[:8])}); give an npz with one array per input "
+                           f"name")
+        arrays = {names[0]: read_data(data, option, npy=True)}
     else:
-        try:
-            with np.load(data, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        except UNREADABLE as exc:
-            raise CLIError(f"{option}: cannot read {data} as an npz archive ({exc})") from None
+        arrays = read_data(data, option)
     missing = [n for n in names if n not in arrays]
     if missing:
-        raise CLIError(f"{option}: {data} lacks the model input(s) {', '.join(missing)} "
-                       f"(it holds {', '.join(arrays) or 'nothing'})")
+        raise CLIError(f"{option}: {data} lacks the model input(s) {', '.join(display_name(n) for n in missing[:8])} "
+                       f"(it holds {', '.join(display_name(n) for n in list(arrays)[:8]) or 'nothing'})")
     feeds = {}
     for spec in model.inputs:
         a = arrays[spec.name]
         if spec.dtype is not None and a.dtype != spec.dtype:
             if not (a.dtype.kind == "f" and spec.dtype.kind == "f"):  # only float precision is adapted
-                raise CLIError(f"{option}: array {spec.name!r} has dtype {a.dtype}; the model expects {spec.dtype}")
+                raise CLIError(f"{option}: array {brief(spec.name)} has dtype {a.dtype}; the model expects "
+                               f"{spec.dtype}")
             a = a.astype(spec.dtype)
         feeds[spec.name] = a
     labels = arrays.get(LABELS) if LABELS not in names else None
@@ -61,4 +76,5 @@ def calibration_subset(feeds: dict, limit: int = CALIBRATION_SAMPLES) -> dict:
     return {k: (v[:limit] if np.ndim(v) and v.shape[0] > limit else v) for k, v in feeds.items()}
 
 
-__all__ = ["CALIBRATION_SAMPLES", "LABELS", "UNREADABLE", "calibration_subset", "load_feeds"]
+__all__ = ["CALIBRATION_SAMPLES", "LABELS", "UNREADABLE", "calibration_subset", "display_name", "load_feeds",
+           "read_data"]

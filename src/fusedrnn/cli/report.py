@@ -29,6 +29,7 @@ from .. import __version__
 from ..frontends import onnx as fonnx
 from ..frontends.onnx_ops import recurrent_op
 from .common import CLIError
+from .staging import staged_files
 
 EXTRA = "report"
 """The pyproject extra that provides matplotlib."""
@@ -292,8 +293,10 @@ def check_path(path: Path) -> None:
 
 
 def write(path: Path, text: str) -> None:
+    """Write the report to ``path`` through a staged file (:mod:`fusedrnn.cli.staging`): all or nothing."""
     try:
-        path.write_text(text, encoding="utf-8")
+        with staged_files(path) as (staged,):
+            staged.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CLIError(f"--report: cannot write {path} ({exc.strerror or exc})") from None
 

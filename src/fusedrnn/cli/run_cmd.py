@@ -33,20 +33,29 @@ def _predictions(out: np.ndarray) -> np.ndarray | None:
     return np.argmax(out, axis=-1) if out.ndim >= 2 and out.shape[-1] > 1 else None
 
 
-def _differences(out: dict, ref: dict) -> tuple[float, float, float | None]:
-    """max |Δ|, mean |Δ| and the signal-to-noise ratio in dB (10·log10 Σref² / Σ(out - ref)²; None when the
-    outputs are identical) over every output."""
-    mx, total, count, sig, noise = 0.0, 0.0, 0, 0.0, 0.0
+def _differences(out: dict, ref: dict) -> tuple[float, float, float | None, int]:
+    """max |Δ|, mean |Δ|, the signal-to-noise ratio in dB (10·log10 Σref² / Σ(out - ref)² over the reference's
+    finite elements; None when the outputs are identical) and the NaN mismatches, over every output.
+
+    Elements equal in both (the same infinity, or NaN in both) differ by 0. An element that is NaN in exactly
+    one of them is a NaN mismatch (counted) and makes max |Δ|, mean |Δ| and the SNR NaN: no difference to a NaN
+    is small, so the numbers must not read as agreement (a max would otherwise skip it)."""
+    mx, total, count, sig, noise, nans = 0.0, 0.0, 0, 0.0, 0.0, 0
     for k in out:
         a, b = out[k].astype(np.float64), ref[k].astype(np.float64)
-        d = np.abs(a - b)
-        mx = max(mx, float(np.max(d, initial=0.0)))
-        total += float(d.sum())
-        count += d.size
-        sig += float(np.sum(b * b))
-        noise += float(np.sum(d * d))
-    snr = None if noise == 0 else 10 * np.log10(max(sig, 1e-300) / noise)
-    return mx, total / max(count, 1), snr
+        with np.errstate(invalid="ignore", over="ignore"):
+            nan_a, nan_b = np.isnan(a), np.isnan(b)
+            d = np.where((a == b) | (nan_a & nan_b), 0.0, np.abs(a - b))
+            nans += int(np.count_nonzero(nan_a != nan_b))
+            mx = max(mx, float(np.max(np.where(np.isnan(d), 0.0, d), initial=0.0)))
+            total += float(np.sum(d[~np.isnan(d)]))
+            count += d.size
+            sig += float(np.sum(np.where(np.isfinite(b), b * b, 0.0)))
+            noise += float(np.sum(d[~np.isnan(d)] ** 2))
+    if nans:
+        return float("nan"), float("nan"), float("nan"), nans
+    snr = None if noise == 0 else float(10 * np.log10(max(sig, 1e-300) / noise))
+    return mx, total / max(count, 1), snr, 0
 
 
 def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: int = 1, progress=None,
@@ -100,7 +109,8 @@ def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: 
     for name in order:
         if name in errors:
             rows.append({"target": name, "accuracy_percent": None, "agreement_percent": None, "max_abs_diff": None,
-                         "mean_abs_diff": None, "snr_db": None, "time_ms": None, "error": errors[name]})
+                         "mean_abs_diff": None, "snr_db": None, "nan_mismatches": None, "time_ms": None,
+                         "error": errors[name]})
             continue
         out = results[name]
         pred = _predictions(out[first])
@@ -109,14 +119,36 @@ def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: 
             acc = float(np.mean(pred == labels) * 100)
         if pred is not None and ref_pred is not None:
             agree = float(np.mean(pred == ref_pred) * 100)
-        mx, mean, snr = _differences(out, ref)
+        mx, mean, snr, nans = _differences(out, ref)
         rows.append({"target": name, "accuracy_percent": acc, "agreement_percent": agree, "max_abs_diff": mx,
-                     "mean_abs_diff": mean, "snr_db": snr, "time_ms": times[name], "error": None})
+                     "mean_abs_diff": mean, "snr_db": snr, "nan_mismatches": nans, "time_ms": times[name],
+                     "error": None})
     return rows
 
 
 def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
+
+
+def json_rows(rows: list[dict]) -> list[dict]:
+    """``rows`` for JSON: NaN and infinities (which JSON cannot hold) as the strings "nan", "inf", "-inf"."""
+    def safe(v):
+        if not isinstance(v, float) or np.isfinite(v):
+            return v
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")
+
+    return [{k: safe(v) for k, v in r.items()} for r in rows]
+
+
+def _print_notes(console, rows: list[dict]) -> None:
+    """Under the table: why a target could not run, and NaN mismatches."""
+    for r in rows:
+        if r["error"] is not None:
+            console.print(f"{r['target']}: cannot run: {r['error']}", highlight=False, markup=False)
+        elif r.get("nan_mismatches"):
+            console.print(f"{r['target']}: {r['nan_mismatches']} output element(s) are NaN in one of "
+                          f"{r['target']} and {REFERENCE} but not in the other (max / mean |Δ| and SNR are nan)",
+                          highlight=False, markup=False)
 
 
 def _shared_options(fn):
@@ -221,7 +253,7 @@ def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...
     """
     facts, rows = _evaluate(model_path, data, target_names, calibration, repeat, as_json, report_path)
     if as_json:
-        click.echo(json.dumps({**facts, "results": rows}, indent=2))
+        click.echo(json.dumps({**facts, "results": json_rows(rows)}, indent=2))
         return
     table = Table(title=f"{Path(facts['model']).name} on {facts['samples']} samples of {Path(facts['data']).name}",
                   show_edge=False)
@@ -235,9 +267,7 @@ def run(model_path: Path | None, data: Path | None, target_names: tuple[str, ...
         table.add_row(r["target"], *[_cell(r, key, spec) for key, _, spec in METRICS])
     console = stdout_console()
     console.print(table)
-    for r in rows:
-        if r["error"] is not None:
-            console.print(f"{r['target']}: cannot run: {r['error']}", highlight=False, markup=False)
+    _print_notes(console, rows)
 
 
 @click.command("compare")
@@ -249,7 +279,7 @@ def compare(model_path: Path, data: Path | None, target_names: tuple[str, ...], 
     the same measurements as ``fusedrnn run``. Targets that cannot run the model say why underneath."""
     facts, rows = _evaluate(model_path, data, target_names, calibration, repeat, as_json, report_path)
     if as_json:
-        click.echo(json.dumps({**facts, "results": rows}, indent=2))
+        click.echo(json.dumps({**facts, "results": json_rows(rows)}, indent=2))
         return
     ok = [r for r in rows if r["error"] is None]
     table = Table(title=f"{Path(facts['model']).name} on {facts['samples']} samples", show_edge=False)
@@ -260,9 +290,8 @@ def compare(model_path: Path, data: Path | None, target_names: tuple[str, ...], 
         table.add_row(title, *[_cell(r, key, spec) for r in ok])
     console = stdout_console()
     console.print(table)
-    for r in rows:
-        if r["error"] is not None:
-            console.print(f"{r['target']}: cannot run: {r['error']}", highlight=False, markup=False)
+    _print_notes(console, rows)
 
 
-__all__ = ["CALIBRATION_SAMPLES", "LABELS", "REFERENCE", "calibration_subset", "compare", "compare_targets", "run"]
+__all__ = ["CALIBRATION_SAMPLES", "LABELS", "REFERENCE", "calibration_subset", "compare", "compare_targets",
+           "json_rows", "run"]

@@ -41,7 +41,7 @@ from ..errors import ConversionError, UnsupportedFeatureError
 from ..layers import RecurrentLayer, Stack
 from ..numerics.affine import mli_scale_from_float
 from ..targets.zdnn import api as z
-from .c_source import c_array
+from .c_source import c_array, c_comment
 
 MLI_GATES = {**{cell: ", ".join(conventions.gate_order(cell, "mli2")) for cell in ("lstm", "gru")}, "rnn": "one block"}
 ZDNN_GATES = {"lstm": "f, i, c, o (FICO)", "gru": "z, r, h (ZRH)"}
@@ -76,20 +76,21 @@ class CExport:
         self.order.append(("comment", text))
 
     def header(self, guard: str) -> str:
-        """The C header text (``<stdint.h>``; include guard ``guard``)."""
+        """The C header text (``<stdint.h>``; include guard ``guard``); every comment goes through
+        :func:`~fusedrnn.frontends.c_source.c_comment`."""
         lines: list[str] = []
         for kind, key in self.order:
             if kind == "comment":
-                lines += ["", f"/* ---- {key} */"]
+                lines += ["", f"/* ---- {c_comment(key)} */"]
             elif kind == "define":
                 c = self.comments.get(key)
-                lines.append(f"#define {key} {self.defines[key]}" + (f" /* {c} */" if c else ""))
+                lines.append(f"#define {key} {self.defines[key]}" + (f" /* {c_comment(c)} */" if c else ""))
             else:
                 text, _ = c_array(key, self.arrays[key], self.comments[key])
                 if key in self.ztensors:  # zDNN wants 4 KiB-aligned ztensor buffers
                     text = text.replace(f"{key}[", f"__attribute__((aligned(4096))) {key}[", 1)
                 lines += ["", text.rstrip("\n"), ""]
-        return "\n".join([f"/* {self.title}", f" * Written by fusedrnn {__version__} (fusedrnn convert). */",
+        return "\n".join([f"/* {c_comment(self.title)}", f" * Written by fusedrnn {__version__} (fusedrnn convert). */",
                           f"#ifndef {guard}", f"#define {guard}", "", "#include <stdint.h>", *lines, "",
                           f"#endif /* {guard} */", ""])
 

@@ -44,20 +44,29 @@ and dtype; its emulation target is not part of the conversion.
 
 Converter type errors (an object that is not a Keras recurrent layer, or not a fusedrnn layer) are
 :class:`~fusedrnn.errors.FrameworkTypeError`, both a ConversionError and a TypeError.
+
+``check_keras_file(path)`` checks a ``.keras`` file before Keras builds a model from it (``fusedrnn convert``
+calls it): its zip members' sizes (:func:`~fusedrnn.frontends.archives.open_zip`), a ``config.json`` of at most
+:data:`KERAS_CONFIG_LIMIT` bytes, and layer sizes no larger than the weights file can back (a config claiming
+``units: 1000000000`` would otherwise allocate its weights before any of them is read).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import os
+from pathlib import Path
 
 import numpy as np
 
 from .. import conventions
 from ..cells.activations import Activation
 from ..cells.kinds import GATE_COUNT
-from ..errors import AttributeValueError, ConversionError, DTypeError, FrameworkTypeError, ShapeError
+from ..errors import AttributeValueError, ConversionError, DTypeError, FileFormatError, FrameworkTypeError, ShapeError
 from ..layers import GRU, LSTM, RNN, RecurrentLayer, register_converter
+from ..validation import brief
+from .archives import open_zip
 from .common import check_expected
 
 _KERAS_CLASS = {"lstm": "LSTM", "gru": "GRU", "rnn": "SimpleRNN"}
@@ -453,8 +462,76 @@ def to_keras(layer, **layer_kwargs):
     return out
 
 
+# ------------------------------------------------------------------------------------------------ .keras files
+
+KERAS_CONFIG_LIMIT = 16 << 20
+"""The largest ``config.json`` :func:`check_keras_file` reads."""
+_WEIGHTS_PER_UNIT = {  # class name -> gate count: at least gates * units * (units + input size) weights
+    "LSTM": 4, "LSTMCell": 4, "GRU": 3, "GRUCell": 3, "SimpleRNN": 1, "SimpleRNNCell": 1, "Dense": 0,
+}
+
+
+def _declared_weights(config, argument: str = "SRC") -> int:
+    """A lower bound of the weights the layers in a Keras config (parsed JSON) allocate when built: for each
+    LSTM / GRU / SimpleRNN (or cell) gates * units * units, plus gates * units * input size (Dense: units *
+    input size) where the layer's ``build_config`` gives the input size."""
+    total, todo = 0, [config]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        todo.extend(node.values())
+        cls, cfg = node.get("class_name"), node.get("config")
+        if cls not in _WEIGHTS_PER_UNIT or not isinstance(cfg, dict) or "units" not in cfg:
+            continue
+        units = cfg["units"]
+        if isinstance(units, bool) or not isinstance(units, int) or not 0 < units < 2**31:
+            raise FileFormatError(f"{argument}: layer {brief(cfg.get('name'))} ({cls}): units: expected a positive "
+                                  f"int, got {brief(units)}")
+        build = node.get("build_config")
+        shape = build.get("input_shape") if isinstance(build, dict) else None
+        inputs = shape[-1] if isinstance(shape, list) and shape and isinstance(shape[-1], int) else 0
+        gates = _WEIGHTS_PER_UNIT[cls]
+        total += gates * units * units + max(gates, 1) * units * max(inputs, 0)
+    return total
+
+
+def check_keras_file(path, argument: str = "SRC") -> None:
+    """Raise FileFormatError unless ``path`` is a ``.keras`` zip archive whose claims fit the file (module
+    docstring): member sizes, ``config.json`` present, parseable and at most :data:`KERAS_CONFIG_LIMIT` bytes,
+    and no more layer weights declared (:func:`_declared_weights`, one byte each at least) than
+    ``model.weights.h5`` has bytes."""
+    path = Path(path)
+    with open_zip(path, argument) as z:
+        infos = {i.filename: i for i in z.infolist()}
+        config = infos.get("config.json")
+        if config is None:
+            raise FileFormatError(f"{argument}: {brief(str(path))} has no config.json; expected a Keras 3 .keras "
+                                  f"archive")
+        if config.file_size > KERAS_CONFIG_LIMIT:
+            raise FileFormatError(f"{argument}: config.json of {brief(str(path))} has {config.file_size} bytes; "
+                                  f"expected at most {KERAS_CONFIG_LIMIT}")
+        try:
+            parsed = json.loads(z.read(config).decode("utf-8"))
+        except (ValueError, RecursionError, OSError, EOFError) as exc:
+            raise FileFormatError(f"{argument}: config.json of {brief(str(path))} is not readable JSON "
+                                  f"({brief(str(exc), 80)})") from None
+        except Exception as exc:  # noqa: BLE001 - zipfile's errors on a damaged member (BadZipFile, CRC)
+            raise FileFormatError(f"{argument}: config.json of {brief(str(path))} cannot be read "
+                                  f"({type(exc).__name__})") from None
+        weights = infos.get("model.weights.h5")
+        have = weights.file_size if weights is not None else 0
+    need = _declared_weights(parsed, argument)
+    if need > have:
+        raise FileFormatError(f"{argument}: the layers of {brief(str(path))} declare at least {need} weights but its "
+                              f"weights file holds {have} bytes")
+
+
 register_converter("from_keras", from_keras)
 register_converter("to_keras", to_keras)
 
 __all__ = ["from_keras", "from_keras_weights", "to_keras", "time_ordered", "processing_order", "KERAS_ACTIVATIONS",
-           "MERGE_MODES"]
+           "MERGE_MODES", "KERAS_CONFIG_LIMIT", "check_keras_file"]

@@ -12,6 +12,10 @@
   reference route stays for environments without onnxruntime-extensions and is up to ~1.5x faster on small
   models whose recurrent outputs are large (the Python-op bridge copies outputs as Python lists).
 
+On the reference route, an error of the evaluator's own operators on the model's values is an
+:class:`~fusedrnn.errors.InputError` (as onnxruntime's are on the onnxruntime route) and one while building the
+evaluator a ConversionError; what a recurrent node raises comes out unchanged.
+
 The node function is ``(node, inputs, attributes) -> outputs``
 (:func:`fusedrnn.frontends.onnx_emulation.node_function`); a runner is ``(output names, feeds) -> outputs``.
 """
@@ -24,7 +28,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
-from ..errors import AttributeValueError, UnsupportedFeatureError
+from ..errors import AttributeValueError, ConversionError, InputError, UnsupportedFeatureError
 from . import onnx_ort
 from .onnx_ops import RECURRENT_OPS
 
@@ -65,12 +69,24 @@ def choose_executor(executor: str, proto: onnx.ModelProto, overridable, shared: 
     return "onnxruntime"
 
 
+class NodeRaised(Exception):
+    """Carries what a recurrent node's function raised through the reference evaluator (which rewraps
+    TypeErrors) to the runner of :func:`make_runner`, which raises it again as it was."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
 def reference_op_classes(run_node: Callable, how: str) -> list[type]:
     """``new_ops`` classes of the reference evaluator running every recurrent operator (``RECURRENT_OPS``)
     through ``run_node``; ``how`` says how, for their docstrings."""
 
     def _run(self, *inputs, **attributes):
-        return run_node(self.onnx_node, inputs, attributes)
+        try:
+            return run_node(self.onnx_node, inputs, attributes)
+        except Exception as exc:  # noqa: BLE001 - carried out unchanged, see NodeRaised
+            raise NodeRaised(exc) from None
 
     return [type(op.op_type, (OpRun,), {"op_domain": op.domain, "_run": _run,
                                         "__doc__": f"ONNX {op.op_type} on fusedrnn ({how})"})
@@ -85,9 +101,27 @@ def make_runner(executor: str, proto: onnx.ModelProto, overridable, shared: dict
         graph = ort_graph(proto, overridable, shared)
         return lambda names, feeds: graph.run(run_node, names, feeds)
     try:
-        return ReferenceEvaluator(proto, new_ops=reference_op_classes(run_node, how)).run
+        evaluator = ReferenceEvaluator(proto, new_ops=reference_op_classes(run_node, how))
     except NotImplementedError as exc:
         raise UnsupportedFeatureError(f"model: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - whatever the evaluator trips on in the model
+        raise ConversionError(f"model: onnx's reference evaluator cannot load it: {_first_line(exc)}") from exc
+
+    def run(names, feeds):
+        try:
+            return evaluator.run(names, feeds)
+        except NodeRaised as carried:  # a recurrent node's own error, as it was raised
+            raise carried.error from carried.error.__cause__
+        except Exception as exc:  # noqa: BLE001 - the evaluator's operators on the model's values (as onnx_ort does)
+            raise InputError(f"feeds: onnx's reference evaluator could not run the model on them: "
+                             f"{_first_line(exc)}") from exc
+
+    return run
 
 
-__all__ = ["EXECUTORS", "choose_executor", "make_runner", "ort_graph", "reference_op_classes"]
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return (text[:300] + "...") if len(text) > 300 else (text or type(exc).__name__)
+
+
+__all__ = ["EXECUTORS", "NodeRaised", "choose_executor", "make_runner", "ort_graph", "reference_op_classes"]

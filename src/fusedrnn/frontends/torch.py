@@ -33,17 +33,27 @@ against [T, B, D*H]), and the merge is not a parameter of the module. The layer'
 of the conversion (the module always computes in float32). Objects that are not PyTorch modules / fusedrnn
 layers raise :class:`~fusedrnn.errors.FrameworkTypeError` (a ConversionError and a TypeError).
 
+State dicts (what ``fusedrnn convert`` reads from ``.pt`` files): :func:`state_dict_groups` finds the recurrent
+modules in one (by their ``weight_ih_l0`` ... keys) and :func:`module_from_state_dict` builds the module whose
+parameters they are, after checking every claim against the tensors present: layer indices 0 to L-1 without gaps
+(so L is bounded by the number of keys), every parameter of every layer and direction present with the shape the
+first layer implies, and no tensor claiming more elements than its storage holds (a broadcast view of a few
+bytes cannot make a huge module). :func:`check_storage` does the last check for any loaded tensors.
+
 torch is imported lazily, inside the functions.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .. import conventions
 from ..cells.kinds import DEFAULT_ACTIVATIONS
-from ..errors import ConversionError, DTypeError, FrameworkTypeError
+from ..errors import ConversionError, DTypeError, FileFormatError, FrameworkTypeError
 from ..layers import GRU, LSTM, RNN, RecurrentLayer, Stack, register_converter
+from ..validation import brief
 from .common import check_expected
 
 _KIND_NAMES = {"lstm": "nn.LSTM", "gru": "nn.GRU", "rnn": "nn.RNN"}
@@ -74,6 +84,22 @@ def _kind(module, torch) -> tuple[str, bool]:
 def _check_expected(expected, kind: str) -> None:
     check_expected(expected, kind, "PyTorch", _KIND_NAMES, "from_torch", "module")
 
+
+def _layer_count(module, suffixes: list[str], proj: int, torch) -> int:
+    """``module.num_layers``, checked: a positive int and every layer's parameters present as tensors (a module
+    unpickled from a file may claim layers it does not hold)."""
+    n = module.num_layers
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConversionError(f"module: num_layers: expected a positive int, got {brief(n)}")
+    bases = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if module.bias else []) + \
+        (["weight_hr"] if proj else [])
+    for k in range(n):
+        for base in bases:
+            for s in suffixes:
+                if not isinstance(getattr(module, f"{base}_l{k}{s}", None), torch.Tensor):
+                    raise ConversionError(f"module: {type(module).__name__} claims num_layers={n} but has no "
+                                          f"tensor {base}_l{k}{s}")
+    return n
 
 
 
@@ -107,9 +133,11 @@ def from_torch(module, expected=None):
         return _build_layer(cls, kind, one, module.bias, nonlinearity, batch_first=False)
     D = 2 if module.bidirectional else 1
     suffixes = [""] + (["_reverse"] if D == 2 else [])
-    proj = int(getattr(module, "proj_size", 0) or 0)
+    proj = getattr(module, "proj_size", 0) or 0
+    if isinstance(proj, bool) or not isinstance(proj, int) or proj < 0:
+        raise ConversionError(f"module: proj_size: expected a non-negative int, got {brief(proj)}")
     layers = []
-    for k in range(module.num_layers):
+    for k in range(_layer_count(module, suffixes, proj, torch)):
         def stack(base, k=k):
             return np.stack([_array(getattr(module, f"{base}_l{k}{s}"), torch, f"{base}_l{k}{s}")
                              for s in suffixes])
@@ -260,7 +288,118 @@ def to_torch(layer_or_stack):
     return module
 
 
+# ------------------------------------------------------------------------------------------------ state dicts
+
+STATE_DICT_KEY = re.compile(r"^(?P<prefix>.*?)(?P<base>weight_ih|weight_hh|weight_hr|bias_ih|bias_hh)_l(?P<k>\d+)"
+                            r"(?P<rev>_reverse)?$")
+"""A recurrent parameter's key: an optional module prefix, the parameter, the layer index, ``_reverse``."""
+MAX_INDEX_DIGITS = 6
+"""Layer indices longer than this are refused before they are parsed."""
+_KINDS_BY_GATES = {4: "LSTM", 3: "GRU", 1: "RNN"}
+
+
+def check_storage(tensors: dict, where: str) -> None:
+    """Raise FileFormatError for a tensor of ``tensors`` ({name: tensor}) that claims more elements than its
+    storage holds (a broadcast view, stride 0: a few bytes in a file posing as a huge tensor)."""
+    for name, t in tensors.items():
+        have = t.untyped_storage().nbytes()
+        need = t.numel() * t.element_size()
+        if need > have:
+            raise FileFormatError(f"{where}: tensor {brief(name)} claims shape {tuple(t.shape)} ({need} bytes) over "
+                                  f"a storage of {have} bytes; expected a tensor that holds its values")
+
+
+def state_dict_groups(state_dict: dict) -> dict[str, dict]:
+    """{module prefix ("" for none): {key without the prefix: tensor}} of the recurrent parameters in a state
+    dict (keys matching :data:`STATE_DICT_KEY` with tensor values), for the modules that have ``weight_ih_l0``."""
+    torch = _torch("state_dict_groups")
+    groups: dict[str, dict] = {}
+    for key, value in state_dict.items():
+        m = STATE_DICT_KEY.match(key) if isinstance(key, str) else None
+        if m and isinstance(value, torch.Tensor):
+            groups.setdefault(m["prefix"].rstrip("."), {})[key[len(m["prefix"]):]] = value
+    return {k: v for k, v in groups.items() if "weight_ih_l0" in v}
+
+
+def _layer_indices(sd: dict, where: str) -> int:
+    """The layer count L of ``sd``'s keys, whose indices must be exactly 0 .. L-1."""
+    digits = {STATE_DICT_KEY.match(k)["k"] for k in sd}
+    long = sorted(d for d in digits if len(d) > MAX_INDEX_DIGITS or (len(d) > 1 and d[0] == "0"))
+    if long:
+        raise FileFormatError(f"{where}: layer index {brief(long[0], 20)} in the keys; expected indices 0, 1, ... "
+                              f"in decimal")
+    found = sorted(int(d) for d in digits)
+    if found != list(range(len(found))):
+        gap = next(i for i, v in enumerate(found) if i != v)
+        raise FileFormatError(f"{where}: layer indices must run 0 to L-1 without gaps; the keys have "
+                              f"{brief(found, 40)} (no layer {gap})")
+    return len(found)
+
+
+def module_from_state_dict(sd: dict, nonlinearity: str = "tanh", where: str = "state dict"):
+    """The nn.LSTM / nn.GRU / nn.RNN whose state dict is ``sd`` (keys without a module prefix, as
+    :func:`state_dict_groups` gives them), every claim checked before it is built (module docstring).
+
+    The kind and sizes come from the first layer: gate count = rows of ``weight_hh_l0`` / its columns (or 4 with
+    ``weight_hr_l0``), ``num_layers`` and ``bidirectional`` from the keys. Raises FileFormatError for keys or
+    tensors that contradict each other, ConversionError for weights of no PyTorch recurrent module."""
+    torch = _torch("module_from_state_dict")
+    check_storage(sd, where)
+    L = _layer_indices(sd, where)
+    bidir = any(k.endswith("_reverse") for k in sd)
+    wih, whh = sd["weight_ih_l0"], sd.get("weight_hh_l0")
+    if whh is None or wih.ndim != 2 or whh.ndim != 2:
+        raise ConversionError(f"{where}: expected 2-D weight_ih_l0 and weight_hh_l0")
+    proj = 0
+    if "weight_hr_l0" in sd:
+        if sd["weight_hr_l0"].ndim != 2:
+            raise ConversionError(f"{where}: expected a 2-D weight_hr_l0, got shape {tuple(sd['weight_hr_l0'].shape)}")
+        proj, H = sd["weight_hr_l0"].shape
+        G = wih.shape[0] // H if H else 0
+    else:
+        H = whh.shape[1]
+        G = whh.shape[0] // H if H else 0
+    if G not in _KINDS_BY_GATES or G * H != wih.shape[0] or (proj and G != 4):
+        raise ConversionError(f"{where}: weight_ih_l0 {tuple(wih.shape)} and weight_hh_l0 {tuple(whh.shape)} are not "
+                              f"the weights of an nn.LSTM, nn.GRU or nn.RNN")
+    D, out = (2 if bidir else 1), (proj or H)
+    bias = "bias_ih_l0" in sd
+    expected = {}
+    for k in range(L):
+        for s in ("", "_reverse") if bidir else ("",):
+            expected[f"weight_ih_l{k}{s}"] = (G * H, wih.shape[1] if k == 0 else D * out)
+            expected[f"weight_hh_l{k}{s}"] = (G * H, out)
+            if bias:
+                expected[f"bias_ih_l{k}{s}"] = expected[f"bias_hh_l{k}{s}"] = (G * H,)
+            if proj:
+                expected[f"weight_hr_l{k}{s}"] = (proj, H)
+    missing, unexpected = [k for k in expected if k not in sd], [k for k in sd if k not in expected]
+    if missing or unexpected:
+        what = "; ".join(filter(None, [missing and f"missing {brief(missing, 80)}",
+                                       unexpected and f"unexpected {brief(unexpected, 80)}"]))
+        raise FileFormatError(f"{where}: the keys do not form an nn.{_KINDS_BY_GATES[G]} of {L} layer(s)"
+                              f"{', bidirectional' if bidir else ''}: {what}")
+    for key, shape in expected.items():
+        t = sd[key]
+        if tuple(t.shape) != shape:
+            raise FileFormatError(f"{where}: {key}: expected shape {shape} (from layer 0's weights), got "
+                                  f"{tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise DTypeError(f"{where}: {key}: expected a floating-point tensor, got {t.dtype}")
+    kw = dict(input_size=wih.shape[1], hidden_size=H, num_layers=L, bias=bias, bidirectional=bidir)
+    if G == 4:
+        kw["proj_size"] = proj
+    if G == 1:
+        kw["nonlinearity"] = nonlinearity
+    double = any(v.dtype == torch.float64 for v in sd.values())
+    module = getattr(torch.nn, _KINDS_BY_GATES[G])(**kw, dtype=torch.float64 if double else torch.float32)
+    dtype = torch.float64 if double else torch.float32
+    module.load_state_dict({k: v.to(dtype) for k, v in sd.items()}, strict=True)
+    return module
+
+
 register_converter("from_torch", from_torch)
 register_converter("to_torch", to_torch)
 
-__all__ = ["from_torch", "to_torch"]
+__all__ = ["MAX_INDEX_DIGITS", "STATE_DICT_KEY", "check_storage", "from_torch", "module_from_state_dict",
+           "state_dict_groups", "to_torch"]

@@ -18,12 +18,8 @@ from .reader import ModelInfo, OpInfo, TensorInfo, read_model
 from .rnn import BidirectionalSequenceRNN, SequenceGRU, build_rnn_op
 from .slots import (
     BI_AUX_INPUT,
-    BI_BW_AUX_WEIGHTS,
-    BI_BW_OFFSET,
-    BI_BW_STATES,
     BI_DIRECTION_SLOTS,
-    BI_FW_AUX_WEIGHTS,
-    BI_FW_STATES,
+    BI_DIRECTIONS,
     BI_INPUTS,
     BI_RNN_SLOTS,
     CELL_STATE,
@@ -64,8 +60,8 @@ def bidirectional_lstm_tensors(info: ModelInfo, op: OpInfo) -> tuple[LstmTensors
         slots[OUTPUT_STATE], slots[CELL_STATE] = (g[k] for k in states)
         return LstmTensors(slots, aux=[g[k] for k in aux])
 
-    return (direction(0, BI_FW_STATES, BI_FW_AUX_WEIGHTS),
-            direction(BI_BW_OFFSET, BI_BW_STATES, BI_BW_AUX_WEIGHTS))
+    fw, bw = (direction(*layout) for layout in BI_DIRECTIONS)
+    return fw, bw
 
 
 def build_op(info: ModelInfo, op: OpInfo, *, rounding: str = "double"):

@@ -61,6 +61,8 @@ BI_BW_STATES = (37, 38)
 BI_AUX_INPUT = 39
 BI_FW_AUX_WEIGHTS = (40, 41, 42, 43)
 BI_BW_AUX_WEIGHTS = (44, 45, 46, 47)
+BI_DIRECTIONS = ((0, BI_FW_STATES, BI_FW_AUX_WEIGHTS), (BI_BW_OFFSET, BI_BW_STATES, BI_BW_AUX_WEIGHTS))
+"""Per direction (fw, bw) of the 48-input op: the offset of its slots 1-17, its (h, c) state slots, its aux weights."""
 
 # RNN / UNIDIRECTIONAL_SEQUENCE_RNN (basic_rnn.cc), BIDIRECTIONAL_SEQUENCE_RNN, the custom UNIDIRECTIONAL_SEQUENCE_GRU
 RNN_SLOTS = {"input": 0, "weights": 1, "recurrent_weights": 2, "bias": 3, "hidden_state": 4}

@@ -17,12 +17,8 @@ from .reader import TensorInfo
 from .schema import enum_value, schema
 from .slots import (
     BI_AUX_INPUT,
-    BI_BW_AUX_WEIGHTS,
-    BI_BW_OFFSET,
-    BI_BW_STATES,
     BI_DIRECTION_SLOTS,
-    BI_FW_AUX_WEIGHTS,
-    BI_FW_STATES,
+    BI_DIRECTIONS,
     BI_INPUTS,
     CELL_STATE,
     INPUT,
@@ -266,17 +262,16 @@ def bidirectional_lstm_model(fw, bw, options: dict, *, batch: int, time: int, au
     x = replace(fw["input"], shape=seq(fw.n_input), data=None, is_variable=False, name="x")
     inputs = [None] * BI_INPUTS
     inputs[INPUT] = x
-    for k in BI_DIRECTION_SLOTS:
-        inputs[k] = fw[k]
-        inputs[k + BI_BW_OFFSET] = bw[k]
-    for d, (t, (h_slot, c_slot)) in enumerate(((fw, BI_FW_STATES), (bw, BI_BW_STATES))):
-        inputs[h_slot] = const(f"h{d}", None, type_name="FLOAT32", shape=(batch, t.n_output), is_variable=True)
-        inputs[c_slot] = const(f"c{d}", None, type_name="FLOAT32", shape=(batch, t.n_cell), is_variable=True)
     if aux_input_size:
         inputs[BI_AUX_INPUT] = const("aux_input", None, type_name="FLOAT32", shape=seq(aux_input_size))
-        for j in range(4):
-            inputs[BI_FW_AUX_WEIGHTS[j]] = fw.aux[j]
-            inputs[BI_BW_AUX_WEIGHTS[j]] = bw.aux[j]
+    for d, (t, (offset, (h_slot, c_slot), aux)) in enumerate(zip((fw, bw), BI_DIRECTIONS, strict=True)):
+        for k in BI_DIRECTION_SLOTS:
+            inputs[k + offset] = t[k]
+        inputs[h_slot] = const(f"h{d}", None, type_name="FLOAT32", shape=(batch, t.n_output), is_variable=True)
+        inputs[c_slot] = const(f"c{d}", None, type_name="FLOAT32", shape=(batch, t.n_cell), is_variable=True)
+        if aux_input_size:
+            for slot, w in zip(aux, t.aux, strict=True):
+                inputs[slot] = w
     if merge:
         outs = [const("y", None, type_name="FLOAT32", shape=seq(fw.n_output + bw.n_output))]
     else:

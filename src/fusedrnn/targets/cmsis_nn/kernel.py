@@ -33,9 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import AttributeValueError, ShapeError
-from ...numerics import gemmlowp
+from ...numerics import core
 from ...numerics.int_matmul import IntMatrix
-from ...numerics.sigmoid_lut import lut16_table
+from ...numerics.sigmoid_lut import Lut16
 from ..tflite_quant import QuantizedLstm, TflmLstmParams
 
 ARM_CMSIS_NN_SUCCESS = 0
@@ -130,8 +130,9 @@ def _clamp(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
 
 
 def requantize(x: np.ndarray, multiplier, shift) -> np.ndarray:
-    """``arm_nn_requantize`` (portable C, double rounding) of int32 values held in int64; int64 results."""
-    return np.asarray(gemmlowp.multiply_by_quantized_multiplier(x, multiplier, shift), np.int64)
+    """``arm_nn_requantize`` (portable C, double rounding; TFLite's MultiplyByQuantizedMultiplier) of int32 values
+    held in int64; int64 results (int32 values, wrapped as the C cast). Unchecked: the kernel's own parameters."""
+    return core.wrap(core.Requant(multiplier, shift)(np.asarray(x, np.int64)), 32)
 
 
 def reduce_multiplier(multiplier) -> np.ndarray:
@@ -183,8 +184,8 @@ class CmsisLstm:
         bound = lambda K, b: K * 128 * 128 + int(np.abs(b).max(initial=0))  # noqa: E731 - int32 accumulators (s8)
         self.wrap_in = variant == "s8" and bound(I, self.eff_in) >= 2**31
         self.wrap_h = variant == "s8" and bound(H, self.eff_h) >= 2**31
-        self.tables = [lut16_table("tanh" if g.activation_type == ARM_TANH else "logistic", 0) for g in gates]
-        self.tanh_cell = lut16_table("tanh", params.cell_scale_power + 12)
+        self.tables = [Lut16("tanh" if g.activation_type == ARM_TANH else "logistic", 0) for g in gates]
+        self.tanh_cell = Lut16("tanh", params.cell_scale_power + 12)
         self.out_lo, self.out_hi = (-128, 127) if variant == "s8" else (-32768, 32767)
         clip = params.cell_clip
         self.cell_lo, self.cell_hi = (-clip, clip) if clip > 0 else (-32768, 32767)
@@ -211,12 +212,12 @@ class CmsisLstm:
             pre = gin[t]
             if hq is not None:
                 pre = _clamp(self._fc(self.R, hq, self.eff_h, self.h_m, self.h_s, self.wrap_h) + pre, -32768, 32767)
-            i, f, g, o = (np.take(self.tables[k], pre[:, k * H:(k + 1) * H], mode="wrap").astype(np.int64)
+            i, f, g, o = (self.tables[k](pre[:, k * H:(k + 1) * H])
                           for k in range(4))
             c = _clamp(requantize(f * c, p.forget_to_cell_multiplier, p.forget_to_cell_shift), -32768, 32767)
             c = _clamp(requantize(i * g, p.input_to_cell_multiplier, p.input_to_cell_shift) + c, self.cell_lo,
                        self.cell_hi)
-            th = np.take(self.tanh_cell, c, mode="wrap").astype(np.int64)
+            th = self.tanh_cell(c)
             hq = _clamp(requantize(o * th, p.output_multiplier, p.output_shift) + p.output_offset, self.out_lo,
                         self.out_hi).astype(dt)
             y[t] = hq

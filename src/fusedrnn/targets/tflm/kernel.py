@@ -30,9 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError, UnsupportedFeatureError
-from ...numerics import gemmlowp
+from ...numerics import core
 from ...numerics.int_matmul import IntMatrix
-from ...numerics.sigmoid_lut import lut16_table
+from ...numerics.sigmoid_lut import Lut16
 from ..tflite_quant import QuantizedLstm, TflmLstmParams
 
 _F32 = np.float32
@@ -40,10 +40,29 @@ _GATE_INDEX = {"i": 0, "f": 1, "c": 2, "o": 3}
 _ACT_RANGE = {"int8": (-128, 127), "int16": (-32768, 32767)}
 
 
-def _mbqm(x: np.ndarray, qs, x_bits: int) -> np.ndarray:
-    """MultiplyByQuantizedMultiplier of int64-held values with (Q, shift) (scalars or per-column arrays), int64."""
-    Q, s = qs
-    return np.asarray(gemmlowp.multiply_by_quantized_multiplier(x, Q, s, x_bits=x_bits), np.int64)
+class _Mbqm:
+    """TFLite ``MultiplyByQuantizedMultiplier`` with a fixed (Q, shift) (ints, or per-column arrays) as the kernel
+    calls it: the int32 overload (``x_bits`` 32) or the int64 one (64, the 16x8 variant); int64-held values in,
+    int64-held int32 values out (wrapped as the C++ cast). Prepared once: the unchecked numerics cores, no
+    argument validation per step."""
+
+    def __init__(self, Q, shift, x_bits: int):  # noqa: N803
+        self.Q, self.shift, self.x_bits = np.asarray(Q, np.int64), np.asarray(shift, np.int64), x_bits
+        self._requant = core.Requant(self.Q, self.shift) if x_bits == 32 else None
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self._requant is None:
+            return core.wrap(core.mbqm64(np.asarray(x, np.int64), self.Q, self.shift), 32)
+        if self._requant.one_pass:  # the double rounding in one pass (numerics.core.Requant.inplace); in int32 range
+            r = np.array(x, np.int64)
+            return self._requant.inplace(r, np.empty_like(r))
+        return core.wrap(self._requant(np.asarray(x, np.int64)), 32)
+
+    def columns(self, cols: slice) -> _Mbqm:
+        """The same multipliers for a slice of the columns."""
+        if cols == slice(None) or self.Q.ndim == 0:
+            return self
+        return _Mbqm(self.Q[cols], self.shift[cols], self.x_bits)
 
 
 def _clamp(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -85,13 +104,17 @@ class TflmLstm:
         self.R = IntMatrix(np.concatenate([q.R[g].T for g in range(4)], axis=1), a_absmax=amax)
         self.in_q = (np.repeat([m for m, _ in p.input_fc], H), np.repeat([s for _, s in p.input_fc], H))
         self.rec_q = (np.repeat([m for m, _ in p.recurrent_fc], H), np.repeat([s for _, s in p.recurrent_fc], H))
+        self._in_mbqm = _Mbqm(*self.in_q, self.x_bits)
+        self._rec_mbqm = _Mbqm(*self.rec_q, self.x_bits)
+        self._forget_cell, self._input_cell, self._hidden = (_Mbqm(*qs, 32) for qs in (p.forget_cell, p.input_cell,
+                                                                                       p.hidden))
         # int32 accumulators of the 8-bit variant wrap (C++ int32) only beyond this bound
         bound = lambda K, bias: K * 128 * 255 + int(np.abs(bias).max(initial=0))  # noqa: E731
         self.wrap_in = self.x_bits == 32 and bound(I, self.in_bias) >= 2**31
         self.wrap_rec = self.x_bits == 32 and bound(H, self.rec_bias) >= 2**31
-        self.sigmoid = lut16_table("logistic", 0)
-        self.cell_act = lut16_table("tanh" if q.cell_activation == "TANH" else "logistic", 0)
-        self.tanh_cell = lut16_table("tanh", p.cell_state_scale_power + 12)
+        self.sigmoid = Lut16("logistic", 0)
+        self.cell_act = Lut16("tanh" if q.cell_activation == "TANH" else "logistic", 0)
+        self.tanh_cell = Lut16("tanh", p.cell_state_scale_power + 12)
 
     def initial_state(self, B: int) -> tuple[np.ndarray, np.ndarray]:
         """The state after a reset (``ResetVariableTensors``): h = its zero point, c = 0."""
@@ -102,13 +125,13 @@ class TflmLstm:
         acc = self.W.matmul(np.asarray(x), check=False)[..., cols] + self.in_bias[cols]
         if self.wrap_in:
             acc = _wrap32(acc)
-        return _clamp(_mbqm(acc, (self.in_q[0][cols], self.in_q[1][cols]), self.x_bits), -32768, 32767)
+        return _clamp(self._in_mbqm.columns(cols)(acc), -32768, 32767)
 
     def _recurrent_fc(self, h: np.ndarray, cols: slice = slice(None)) -> np.ndarray:
         acc = self.R.matmul(np.asarray(h), check=False)[..., cols] + self.rec_bias[cols]
         if self.wrap_rec:
             acc = _wrap32(acc)
-        return _clamp(_mbqm(acc, (self.rec_q[0][cols], self.rec_q[1][cols]), self.x_bits), -32768, 32767)
+        return _clamp(self._rec_mbqm.columns(cols)(acc), -32768, 32767)
 
     def gate(self, x: np.ndarray, h: np.ndarray, gate: str) -> np.ndarray:
         """``CalculateLstmGate`` of gate "i", "f", "c" or "o": the Q0.15 int16 gate output [B, H] for x [B, I] and
@@ -117,14 +140,14 @@ class TflmLstm:
         cols = slice(k * self.H, (k + 1) * self.H)
         pre = _clamp(self._input_fc(x, cols) + self._recurrent_fc(h, cols), -32768, 32767)
         table = self.cell_act if gate == "c" else self.sigmoid
-        return np.take(table, pre, mode="wrap").astype(np.int16)
+        return table(pre).astype(np.int16)
 
     def update_cell(self, c: np.ndarray, f: np.ndarray, i: np.ndarray, g: np.ndarray) -> np.ndarray:
         """``UpdateLstmCell``: the new int16 cell from the old one and the Q0.15 gates f, i, g."""
         p = self.params
         c = np.asarray(c, np.int64)
-        fc = _clamp(_mbqm(np.asarray(f, np.int64) * c, p.forget_cell, 32), -32768, 32767)
-        ig = _clamp(_mbqm(np.asarray(i, np.int64) * np.asarray(g, np.int64), p.input_cell, 32), -32768, 32767)
+        fc = _clamp(self._forget_cell(np.asarray(f, np.int64) * c), -32768, 32767)
+        ig = _clamp(self._input_cell(np.asarray(i, np.int64) * np.asarray(g, np.int64)), -32768, 32767)
         c = _clamp(fc + ig, -32768, 32767)
         if p.cell_clip > 0:
             c = _clamp(c, -p.quantized_cell_clip, p.quantized_cell_clip)
@@ -132,8 +155,8 @@ class TflmLstm:
 
     def update_hidden(self, c: np.ndarray, o: np.ndarray) -> np.ndarray:
         """``UpdateLstmHidden``: the new hidden state (activation codes) from the cell and the Q0.15 output gate."""
-        th = np.take(self.tanh_cell, np.asarray(c, np.int64), mode="wrap").astype(np.int64)
-        h = _mbqm(th * np.asarray(o, np.int64), self.params.hidden, 32) + self.q.h_zp
+        th = self.tanh_cell(c)
+        h = self._hidden(th * np.asarray(o, np.int64)) + self.q.h_zp
         return _clamp(h, self.act_lo, self.act_hi).astype(self.q.dtype)
 
     # ---- the sequence ---------------------------------------------------------------------------------------
@@ -154,14 +177,14 @@ class TflmLstm:
         sig_cols = np.r_[0:2 * H, 3 * H:4 * H]  # i, f, o
         for t in (range(T - 1, -1, -1) if reverse else range(T)):
             pre = _clamp(gin[t] + self._recurrent_fc(hq), -32768, 32767)
-            s = np.take(self.sigmoid, pre[:, sig_cols], mode="wrap").astype(np.int64)
+            s = self.sigmoid(pre[:, sig_cols])
             i, f, o = s[:, :H], s[:, H:2 * H], s[:, 2 * H:]
-            g = np.take(self.cell_act, pre[:, 2 * H:3 * H], mode="wrap").astype(np.int64)
-            fc = _clamp(_mbqm(f * c, p.forget_cell, 32), -32768, 32767)
-            c = _clamp(fc + _clamp(_mbqm(i * g, p.input_cell, 32), -32768, 32767), -32768, 32767)
+            g = self.cell_act(pre[:, 2 * H:3 * H])
+            fc = _clamp(self._forget_cell(f * c), -32768, 32767)
+            c = _clamp(fc + _clamp(self._input_cell(i * g), -32768, 32767), -32768, 32767)
             if p.cell_clip > 0:
                 c = _clamp(c, -p.quantized_cell_clip, p.quantized_cell_clip)
-            th = np.take(self.tanh_cell, c, mode="wrap").astype(np.int64)
-            hq = _clamp(_mbqm(th * o, p.hidden, 32) + self.q.h_zp, self.act_lo, self.act_hi).astype(self.q.dtype)
+            th = self.tanh_cell(c)
+            hq = _clamp(self._hidden(th * o) + self.q.h_zp, self.act_lo, self.act_hi).astype(self.q.dtype)
             y[t] = hq
         return y, (hq, c.astype(np.int16))

@@ -87,6 +87,19 @@ def test_lstm_cell_tensor_beyond_its_buffer_is_bad_tensor():
     assert call_cell("lstm", "fx16", a) == S.MLI_STATUS_BAD_TENSOR
 
 
+@pytest.mark.parametrize("data", [[0] * 400, np.zeros((2, 400), np.int16), np.zeros(400, np.float32), "table"])
+def test_luts_that_are_not_tables_are_argument_errors(data):
+    a = cell_factory("lstm", "fx16")
+    lut = mli.Lut(data, 5, 15, 172, "tanh")
+    cfg = mli.RnnCellCfg(mli.RNN_DIR_FORWARD, mli.RNN_OUT_ALL, mli.RNN_ACT_TANH)
+    assert mli.krn_lstm_cell_fx16(a["in_"], a["prev_out"], a["weights_in"], a["weights_out"], a["bias"], lut,
+                                  _luts()["sigm"], cfg, a["cell"], a["out"]) == S.MLI_STATUS_ARGUMENT_ERROR
+    assert mli.krn_tanh_fx16(a["prev_out"], lut, mli.empty_tensor(mli.MLI_EL_FX_16, 5)) == \
+        S.MLI_STATUS_ARGUMENT_ERROR
+    assert mli.krn_tanh_create_lut(lut) in (OK, S.MLI_STATUS_NOT_ENGH_MEM)
+    assert mli.krn_sigm_create_lut("lut") == S.MLI_STATUS_ARGUMENT_ERROR
+
+
 # ---- kernel cases: valid arguments, the call, the tensors it writes ---------------------------------------------
 def _fx(rng, shape, frac, el=mli.MLI_EL_FX_16, lo=-900, hi=900):
     return mli.fx_tensor(rng.integers(lo, hi, shape), frac, el)

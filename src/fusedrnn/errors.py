@@ -60,6 +60,11 @@ class FileFormatError(FusedRNNError, ValueError):
     its compression method allows)."""
 
 
+class BufferLayoutError(FusedRNNError, ValueError):
+    """A buffer handed to an SDK API is not the memory the API needs (a flat, C-contiguous array of the element
+    type, writable where the API writes), or a view of it (shape, strides, offset, capacity) reaches outside it."""
+
+
 __all__ = [
     "FusedRNNError",
     "ShapeError",
@@ -72,4 +77,5 @@ __all__ = [
     "UnknownTargetError",
     "UnsupportedFeatureError",
     "FileFormatError",
+    "BufferLayoutError",
 ]

@@ -44,7 +44,7 @@ def _consumers(model: Model, tensor: int):
 
 
 def _is_time_reverse(model: Model, op, time_axis: int) -> bool:
-    if op is None or op.name != "REVERSE_V2":
+    if op is None or op.name != "REVERSE_V2" or len(op.inputs) != 2 or op.inputs[1] < 0:
         return False
     axis = model.info.tensors[op.inputs[1]].data
     return axis is not None and [int(a) for a in np.atleast_1d(axis)] == [time_axis]

@@ -3,6 +3,11 @@ that Keras conversions put around them (REVERSE_V2, CONCATENATION, STRIDED_SLICE
 interpreter does: REVERSE_V2 and CONCATENATION copy int8 values without requantization (litert.md section 8).
 Any other op raises UnsupportedFeatureError when the graph runs; the recurrent ops (``model.ops``) can always be
 called on their own.
+
+A damaged graph is refused with :class:`~fusedrnn.errors.FileFormatError` (the reader checks the file's structure):
+a recurrent op reading a tensor of a type no recurrent kernel takes, a data-movement op with the wrong number of
+inputs or with tensors that do not fit together, an op input that is neither a graph input, a constant, a variable
+nor an earlier op's output, a graph output that no op produces.
 """
 
 from __future__ import annotations
@@ -12,14 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import DTypeError, InputError, UnsupportedFeatureError
+from ...errors import DTypeError, FileFormatError, FusedRNNError, InputError, UnsupportedFeatureError
 from .ops import BidirectionalSequenceLSTM, SequenceLSTM
 from .reader import ModelInfo, OpInfo, TensorInfo, read_model
 from .rnn import BidirectionalSequenceRNN, SequenceGRU, build_rnn_op
 from .slots import (
     BI_AUX_INPUT,
+    BI_BW_STATES,
     BI_DIRECTION_SLOTS,
     BI_DIRECTIONS,
+    BI_FW_STATES,
     BI_INPUTS,
     BI_RNN_SLOTS,
     CELL_STATE,
@@ -64,17 +71,68 @@ def bidirectional_lstm_tensors(info: ModelInfo, op: OpInfo) -> tuple[LstmTensors
     return fw, bw
 
 
+SLOT_TYPES = ("FLOAT32", "FLOAT16", "INT8", "UINT8", "INT16", "INT32", "INT64")
+"""The tensor types the recurrent kernels read (data, weights, biases, states, intermediates)."""
+
+
+_LSTM_RUNTIME = frozenset({INPUT, OUTPUT_STATE, CELL_STATE})
+_RUNTIME_SLOTS = {
+    "LSTM": _LSTM_RUNTIME, "UNIDIRECTIONAL_SEQUENCE_LSTM": _LSTM_RUNTIME,
+    "BIDIRECTIONAL_SEQUENCE_LSTM": frozenset({INPUT, *BI_FW_STATES, *BI_BW_STATES, BI_AUX_INPUT}),
+    "RNN": frozenset({RNN_SLOTS["input"], RNN_SLOTS["hidden_state"]}),
+    "UNIDIRECTIONAL_SEQUENCE_RNN": frozenset({RNN_SLOTS["input"], RNN_SLOTS["hidden_state"]}),
+    "BIDIRECTIONAL_SEQUENCE_RNN": frozenset(BI_RNN_SLOTS[k] for k in ("input", "fw_hidden_state", "bw_hidden_state",
+                                                                       "aux_input")),
+    "UNIDIRECTIONAL_SEQUENCE_GRU": frozenset({GRU_SLOTS["input"], GRU_SLOTS["hidden_state"]}),
+}
+"""The inputs of each recurrent op that hold data or state when it runs; every other present input is a weight,
+bias or coefficient the op reads from the file (a constant)."""
+
+
+def check_slots(info: ModelInfo, op: OpInfo) -> None:
+    """Every tensor a recurrent op reads or writes has a type of :data:`SLOT_TYPES` (FileFormatError otherwise:
+    a weight of another type would be read as raw bytes), and its weights, biases and coefficients are constants
+    (UnsupportedFeatureError: fusedrnn prepares them once)."""
+    runtime = _RUNTIME_SLOTS.get(op.name, frozenset())
+    for what, idx in (("input", op.inputs), ("intermediate", op.intermediates), ("output", op.outputs)):
+        for k, i in enumerate(idx):
+            if i < 0:
+                continue
+            t = info.tensors[i]
+            where = f"op {op.index} ({op.name}) {what} {k} (tensor {i} {t.name!r})"
+            if t.type_name not in SLOT_TYPES:
+                raise FileFormatError(f"source: {where}: expected one of {', '.join(SLOT_TYPES)}, got "
+                                      f"{t.type_name}")
+            if what == "input" and k not in runtime and t.data is None:
+                raise UnsupportedFeatureError(f"{where}: expected a constant (weights, biases and coefficients "
+                                              f"come from the file), got a tensor without data")
+
+
+def _check_kind_slots(t: LstmTensors, op: OpInfo, direction: str) -> None:
+    """The slots an LSTM direction's kernel kind is read from (the input, input_to_forget_weights) are present,
+    the weights constant (FileFormatError otherwise)."""
+    w = t["input_to_forget_weights"]
+    if t["input"] is None or w is None or w.data is None:
+        raise FileFormatError(f"source: op {op.index} ({op.name}) {direction}input / input_to_forget_weights: "
+                              f"expected the data input and a constant weight tensor, got "
+                              f"{'no input' if t['input'] is None else 'no constant input_to_forget_weights'}")
+
+
 def build_op(info: ModelInfo, op: OpInfo, *, rounding: str = "double"):
     """The stateful fusedrnn op for a recurrent node of ``info``."""
+    check_slots(info, op)
     if op.name in ("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM"):
         if op.name == "LSTM" and op.options.get("kernel_type", "FULL") != "FULL":
             raise UnsupportedFeatureError(f"op {op.index}: LSTM kernel_type {op.options['kernel_type']} (the legacy "
                                           f"uint8 BASIC cell) is not implemented")
         opts = LstmOptions.from_dict(op.options)
-        return SequenceLSTM(lstm_tensors(info, op), opts, sequence=op.name != "LSTM", rounding=rounding,
-                            name=op.name)
+        t = lstm_tensors(info, op)
+        _check_kind_slots(t, op, "")
+        return SequenceLSTM(t, opts, sequence=op.name != "LSTM", rounding=rounding, name=op.name)
     if op.name == "BIDIRECTIONAL_SEQUENCE_LSTM":
         fw, bw = bidirectional_lstm_tensors(info, op)
+        _check_kind_slots(fw, op, "forward ")
+        _check_kind_slots(bw, op, "backward ")
         return BidirectionalSequenceLSTM(fw, bw, LstmOptions.from_dict(op.options, time_major=True))
     if op.name in ("RNN", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "UNIDIRECTIONAL_SEQUENCE_GRU"):
         return build_rnn_op(info, op)
@@ -127,6 +185,25 @@ _SIMPLE = {
     "STRIDED_SLICE": _strided_slice,
     "ADD": _add,
 }
+_ARITY = {"REVERSE_V2": (2, 2), "CONCATENATION": (1, None), "STRIDED_SLICE": (4, 4), "ADD": (2, 2)}
+"""(fewest, most) inputs of each data-movement op (None: any number)."""
+
+
+def _run_simple(fn, ins: list, op: OpInfo) -> list:
+    """``fn(ins, op)`` after checking the op's input count; NumPy's refusal of tensors that do not fit together
+    (an axis beyond the rank, shapes that do not concatenate or broadcast) becomes FileFormatError."""
+    lo, hi = _ARITY[op.name]
+    if len(ins) < lo or (hi is not None and len(ins) > hi):
+        want = f"{lo}" if lo == hi else f"at least {lo}"
+        raise FileFormatError(f"source: op {op.index} ({op.name}): expected {want} input tensor(s), got {len(ins)}")
+    try:
+        return fn(ins, op)
+    except FusedRNNError:
+        raise
+    except (ValueError, IndexError, TypeError) as e:  # numpy: AxisError, shape mismatch, bad slice values
+        shapes = [tuple(np.shape(a)) for a in ins]
+        raise FileFormatError(f"source: op {op.index} ({op.name}): its tensors do not fit together (input shapes "
+                              f"{shapes}): {e}") from None
 
 
 @dataclass
@@ -182,23 +259,34 @@ class Model:
             vals[i] = x
         for n in self.nodes:
             ins = []
-            for i in n.info.inputs:
+            for k, i in enumerate(n.info.inputs):
                 if i < 0:
                     ins.append(None)
                 elif i in vals:
                     ins.append(vals[i])
                 else:
                     t = self.info.tensors[i]
+                    if t.data is None and not t.is_variable and (n.op is None or k in _data_slots(n.op)):
+                        raise FileFormatError(f"source: op {n.info.index} ({n.info.name}) input {k} (tensor {i} "
+                                              f"{t.name!r}): expected a graph input, a constant, a variable or an "
+                                              f"earlier op's output, got a tensor nothing has written")
                     ins.append(t.data)
             if n.op is not None:
                 outs = self._run_recurrent(n, ins)
             elif n.fn is not None:
-                outs = n.fn([a for a in ins if a is not None], n.info)
+                outs = _run_simple(n.fn, [a for a in ins if a is not None], n.info)
             else:
                 raise UnsupportedFeatureError(f"op {n.info.index}: {n.info.name} is not implemented by fusedrnn's "
                                               f"graph runner (run the recurrent ops in model.ops directly)")
             for i, v in zip(n.info.outputs, outs, strict=False):
                 vals[i] = v
+        for k, i in enumerate(self.info.outputs):
+            if i not in vals:
+                t = self.info.tensors[i]
+                if t.data is None:
+                    raise FileFormatError(f"source: graph output {k} (tensor {i} {t.name!r}): expected a tensor an "
+                                          f"op writes, a graph input or a constant, got one nothing has written")
+                vals[i] = t.data
         out = tuple(vals[i] for i in self.info.outputs)
         return out[0] if len(out) == 1 else out
 
@@ -206,6 +294,10 @@ class Model:
 
     @staticmethod
     def _run_recurrent(n: Node, ins):
+        for k in _data_slots(n.op):  # the op's data inputs: present in the graph
+            if k < len(ins) and ins[k] is None and k != _optional_data_slot(n.op):
+                raise FileFormatError(f"source: op {n.info.index} ({n.info.name}) input {k}: expected its data "
+                                      f"tensor, got none")
         op = n.op
         def slot(k: int):
             return ins[k] if len(ins) > k else None
@@ -225,6 +317,28 @@ class Model:
                         for n in self.nodes)
         ins = ", ".join(f"{d['name']} {d['dtype']} {d['shape']}" for d in self.input_details())
         return f"Model(ops=[{ops}], inputs=[{ins}])"
+
+
+def _data_slots(op) -> tuple[int, ...]:
+    """The inputs a recurrent op takes from the graph when it runs (its weights and states are its own)."""
+    if isinstance(op, BidirectionalSequenceLSTM):
+        return (INPUT, BI_AUX_INPUT)
+    if isinstance(op, BidirectionalSequenceRNN):
+        return (BI_RNN_SLOTS["input"], BI_RNN_SLOTS["aux_input"])
+    if isinstance(op, SequenceGRU):
+        return (GRU_SLOTS["input"], GRU_SLOTS["hidden_state"])
+    return (RNN_SLOTS["input"],)
+
+
+def _optional_data_slot(op) -> int | None:
+    """The data input a recurrent op may go without (the aux input; the GRU's state, zero when absent)."""
+    if isinstance(op, BidirectionalSequenceLSTM):
+        return BI_AUX_INPUT
+    if isinstance(op, BidirectionalSequenceRNN):
+        return BI_RNN_SLOTS["aux_input"]
+    if isinstance(op, SequenceGRU):
+        return GRU_SLOTS["hidden_state"]
+    return None
 
 
 def _details(t: TensorInfo) -> dict:

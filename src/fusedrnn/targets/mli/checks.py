@@ -8,26 +8,37 @@ import numpy as np
 
 from . import _arith as A
 from .config import MLI_MAX_RANK, ElType
+from .luts import Lut
 from .status import Status, require
 from .tensors import EL_DTYPE, Tensor
 
 
-def check_out(t, name: str = "out") -> None:
-    """A tensor a kernel writes: an mli Tensor (ARGUMENT_ERROR for None, BAD_TENSOR otherwise) whose data container
-    has its element type's dtype (BAD_TENSOR)."""
+def _check_container(t, name: str, writes: bool) -> None:
+    """An mli Tensor (ARGUMENT_ERROR for None, BAD_TENSOR otherwise) with a data container of its element type's
+    dtype that is a C-contiguous 1-D array holding its ``capacity`` (and writable when the kernel ``writes``);
+    BAD_TENSOR otherwise."""
     B = Status.MLI_STATUS_BAD_TENSOR
     require(isinstance(t, Tensor), Status.MLI_STATUS_ARGUMENT_ERROR if t is None else B,
             f"{name}: expected an mli Tensor, got {type(t).__name__}")
     require(t.data is not None, B, f"{name}: data container is None")
-    require(t.data.dtype == EL_DTYPE[t.el_type], B, f"{name}: container dtype {t.data.dtype} does not match "
-            f"{t.el_type.name}")
+    require(isinstance(t.data, np.ndarray) and t.el_type in EL_DTYPE and t.data.dtype == EL_DTYPE[t.el_type], B,
+            f"{name}: container dtype {getattr(t.data, 'dtype', type(t.data).__name__)} does not match "
+            f"{getattr(t.el_type, 'name', t.el_type)}")
+    problem = t.container_problem(writes=writes)
+    require(problem is None, B, f"{name}: {problem}")
 
 
-def check_tensor(t, name: str) -> None:
-    """``mli_chk_tensor``: a usable tensor (BAD_TENSOR otherwise): :func:`check_out`'s checks, then rank, shape,
-    strides, capacity and quantization parameters."""
+def check_out(t, name: str = "out") -> None:
+    """A tensor a kernel writes (and gives its shape): :func:`_check_container` with a writable container."""
+    _check_container(t, name, True)
+
+
+def check_tensor(t, name: str, *, writes: bool = False) -> None:
+    """``mli_chk_tensor``: a usable tensor (BAD_TENSOR otherwise): its container (:func:`_check_container`,
+    writable when the kernel ``writes`` it in place), then rank, shape, strides, capacity and quantization
+    parameters; the view lies inside the container (:meth:`.Tensor.view_problem`)."""
     B = Status.MLI_STATUS_BAD_TENSOR
-    check_out(t, name)
+    _check_container(t, name, writes)
     require(t.rank <= MLI_MAX_RANK and t.rank == len(t.shape) and len(t.mem_stride) == t.rank, B,
             f"{name}: rank {t.rank} with shape {t.shape} and mem_stride {t.mem_stride} (rank <= {MLI_MAX_RANK})")
     require(all(s > 0 for s in t.shape), B, f"{name}: every dimension must be > 0, got shape {t.shape}")
@@ -35,6 +46,8 @@ def check_tensor(t, name: str) -> None:
     need = t.required_elements()
     require(need * t.element_size <= t.capacity and need <= t.data.size, B,
             f"{name}: capacity {t.capacity} bytes < {need * t.element_size} bytes the shape and strides span")
+    problem = t.view_problem(writes=writes)
+    require(problem is None, B, f"{name}: {problem}")
     if t.is_sa:
         if t.dim >= 0:
             require(t.dim < t.rank, B, f"{name}: quantization dim {t.dim} >= rank {t.rank}")
@@ -44,6 +57,17 @@ def check_tensor(t, name: str) -> None:
         else:
             require(t.scale.size == 1 and t.zero_point.size == 1 and t.scale_frac_bits.size == 1, B,
                     f"{name}: per-tensor parameters need exactly one scale, zero point and scale_frac_bits")
+
+
+def check_lut(lut, kind: str, need: int) -> None:
+    """A filled ``mli_lut``: a :class:`.luts.Lut` whose ``data`` is a 1-D integer array (ARGUMENT_ERROR) of at
+    least ``need`` entries (NOT_ENGH_MEM)."""
+    d = getattr(lut, "data", None)
+    ok = isinstance(lut, Lut) and isinstance(d, np.ndarray) and d.ndim == 1 and d.dtype.kind in "iu"
+    require(ok, Status.MLI_STATUS_ARGUMENT_ERROR,
+            f"{kind}_lut: expected a Lut filled by krn_{kind}_create_lut (1-D int16 data), got {lut!r}")
+    require(lut.length >= need, Status.MLI_STATUS_NOT_ENGH_MEM,
+            f"{kind}_lut: table of {lut.length} entries is shorter than the {need} MLI needs")
 
 
 def inner_stride_one(t: Tensor) -> bool:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import eltwise as E
-from .checks import check_out, check_tensor, check_types, inner_stride_one
+from .checks import check_lut, check_out, check_tensor, check_types, inner_stride_one
 from .config import ElType, current_build
-from .luts import SA8_OUT, Lut, act_fx16, act_sa8
+from .luts import SA8_OUT, act_fx16, act_sa8
 from .status import Status, mli_kernel, require
 
 S = Status
@@ -59,8 +59,7 @@ def _act(kind, et, in_, lut, out):
     mode = current_build().mode
     check_out(out)
     check_tensor(in_, "in")
-    require(isinstance(lut, Lut) and lut.data is not None, S.MLI_STATUS_ARGUMENT_ERROR,
-            f"lut: expected a filled Lut, got {lut!r}")
+    check_lut(lut, kind, 0)
     require(in_.count() * in_.element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
             f"out: capacity {out.capacity} bytes < {in_.count() * in_.element_size} needed")
     check_types([(in_, et, "in")])

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .checks import check_tensor
+from .checks import check_out, check_tensor
 from .config import ElType
 from .status import MliCheckFailed, Status
 from .tensors import Tensor, dense_strides
@@ -58,7 +58,7 @@ def hlp_create_subtensor(in_: Tensor, cfg: SubTensorCfg, out: Tensor) -> Status:
     except MliCheckFailed as e:
         return e.status
     r = in_.rank
-    if (out is None or cfg is None or len(cfg.offset) < r or len(cfg.size) < r
+    if (not isinstance(out, Tensor) or not isinstance(cfg, SubTensorCfg) or len(cfg.offset) < r or len(cfg.size) < r
             or not 0 < cfg.sub_tensor_rank <= r
             or any(o < 0 or s < 1 or o + s > n for o, s, n in zip(cfg.offset, cfg.size, in_.shape, strict=False))
             or any(s != 1 for s in cfg.size[: r - cfg.sub_tensor_rank])):
@@ -91,7 +91,10 @@ def hlp_convert_tensor(src: Tensor, dst: Tensor) -> Status:
     try:
         check_tensor(src, "src")
         n = src.count()
-        if dst.data is None or n * dst.element_size > dst.capacity or dst.data.size < n:
+        if isinstance(dst, Tensor) and dst.data is None:
+            return Status.MLI_STATUS_NOT_ENGH_MEM
+        check_out(dst, "dst")  # a writable container holding its capacity
+        if n * dst.element_size > dst.capacity:
             return Status.MLI_STATUS_NOT_ENGH_MEM
     except MliCheckFailed as e:
         return e.status

@@ -71,10 +71,10 @@ def lut_size(func: str, version: str = "2.0") -> int:
 
 def create_lut(lut: Lut, func: str, version: str = "2.0") -> Status:
     """Fill ``lut`` (``mli_krn_{tanh,sigm}_create_lut``); NOT_ENGH_MEM when a preallocated ``data`` is short."""
-    if lut is None:
+    if not isinstance(lut, Lut):
         return Status.MLI_STATUS_ARGUMENT_ERROR
     ref = make_lut(func, version)
-    if lut.data is not None and lut.data.size < ref.length:
+    if lut.data is not None and np.size(lut.data) < ref.length:
         return Status.MLI_STATUS_NOT_ENGH_MEM
     lut.data, lut.in_frac_bits, lut.out_frac_bits = ref.data, ref.in_frac_bits, ref.out_frac_bits
     lut.input_offset, lut.kind = ref.input_offset, func

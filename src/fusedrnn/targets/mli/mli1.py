@@ -234,8 +234,10 @@ def _ir_capacity(cfg, need_elems, elem_size):
     ir = cfg.ir_tsr
     if ir is None:
         return
-    require(ir.data is not None and need_elems * elem_size <= ir.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
-            f"cfg.ir_tsr: capacity {getattr(ir, 'capacity', None)} < {need_elems * elem_size} bytes")
+    require(getattr(ir, "data", None) is not None, S.MLI_STATUS_NOT_ENGH_MEM, "cfg.ir_tsr: no data container")
+    check_out(ir, "cfg.ir_tsr")  # the kernel's scratch: a writable container holding its capacity
+    require(need_elems * elem_size <= ir.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
+            f"cfg.ir_tsr: capacity {ir.capacity} < {need_elems * elem_size} bytes")
 
 
 def _write_seq(out, Y, h, mode, frac):
@@ -248,7 +250,7 @@ def _write_seq(out, Y, h, mode, frac):
 def _lstm1(flavor, in_, prev_out, weights, bias, cfg, cell, out):
     mode, act, T, N, M, _, bits = _cell_common(flavor, 4, in_, prev_out, weights, bias, cfg, out)
     require(cell is not None, S.MLI_STATUS_BAD_TENSOR, "cell: expected a tensor, got None")
-    check_tensor(cell, "cell")
+    check_tensor(cell, "cell", writes=True)  # updated in place
     require(cell.shape == [M], S.MLI_STATUS_SHAPE_MISMATCH, f"cell: expected [{M}], got {cell.shape}")
     check_types([(cell, FLAVORS[flavor][0], "cell")])
     _ir_capacity(cfg, 4 * M, in_.element_size)

@@ -6,10 +6,18 @@ from __future__ import annotations
 import numpy as np
 
 from .cells import CellQuant, gru_sequence, lstm_sequence
-from .checks import check_bias, check_out, check_tensor, check_types, check_zero_points, inner_stride_one
+from .checks import (
+    check_bias,
+    check_lut,
+    check_out,
+    check_tensor,
+    check_types,
+    check_zero_points,
+    inner_stride_one,
+)
 from .config import RnnAct, RnnCellCfg, RnnDirection, RnnResults, current_build
 from .fully_connected import TYPES
-from .luts import TABLES, Lut
+from .luts import TABLES
 from .status import Status, define_kernels, fail, require
 
 S = Status
@@ -17,10 +25,7 @@ _ACT = {RnnAct.RNN_ACT_NONE: "none", RnnAct.RNN_ACT_TANH: "tanh", RnnAct.RNN_ACT
 
 
 def _check_lut(lut, kind: str) -> None:
-    if not isinstance(lut, Lut) or lut.data is None:
-        fail(S.MLI_STATUS_ARGUMENT_ERROR, f"{kind}_lut: expected a Lut filled by krn_{kind}_create_lut, got {lut!r}")
-    require(lut.length >= TABLES[("2.0", kind)][0], S.MLI_STATUS_NOT_ENGH_MEM,
-            f"{kind}_lut: table of {lut.length} entries is shorter than the {TABLES[('2.0', kind)][0]} MLI needs")
+    check_lut(lut, kind, TABLES[("2.0", kind)][0])
 
 
 def _enum(v, enum, name):
@@ -57,7 +62,7 @@ def _check_cell(flavor, G, in_, prev_out, weights_in, weights_out, bias, tanh_lu
     require(bias.rank == 2 and bias.shape == [G, M], S.MLI_STATUS_SHAPE_MISMATCH,
             f"bias: expected shape [{G}, {M}], got {bias.shape}")
     if cell is not None:
-        check_tensor(cell, "cell")
+        check_tensor(cell, "cell", writes=True)  # updated in place
         require(cell.rank == 1 and cell.shape[0] == M, S.MLI_STATUS_SHAPE_MISMATCH,
                 f"cell: expected shape [{M}], got {cell.shape}")
     seq = T if results == RnnResults.RNN_OUT_ALL else 1

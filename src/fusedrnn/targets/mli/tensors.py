@@ -3,6 +3,10 @@
 Layout follows MLI 2.0 (``include/mli_types.h``): ``data`` is a flat 1-D container of the element's C type
 (int8 for fx8/sa8, int16 for fx16, int32 for sa32, float32 for fp32), ``capacity`` its size in bytes, element
 ``idx`` sits at ``Σ idx[i]·mem_stride[i]`` (in elements; strides all 0 or None mean dense C order).
+The container is memory-safe: ``data`` is a C-contiguous 1-D array with ``0 <= capacity <= data.nbytes``, and
+:meth:`Tensor.values` / :meth:`Tensor.write` check the view (shape, strides) against it before touching memory
+(:class:`~fusedrnn.errors.BufferLayoutError`); the kernels check the same through :mod:`.checks` and return
+MLI_STATUS_BAD_TENSOR instead.
 Quantization: fx types real = q·2^-frac_bits; sa types real = (q - zero_point)·scale·2^-scale_frac_bits, one
 (scale, zero_point, scale_frac_bits) per tensor (``dim`` < 0) or per slice along ``dim``.
 """
@@ -13,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...errors import AttributeValueError, DTypeError, ShapeError
+from ...errors import AttributeValueError, BufferLayoutError, DTypeError, ShapeError
 from .config import MLI_MAX_RANK, ElType
 
 EL_DTYPE = {
@@ -55,6 +59,12 @@ class Tensor:
                 raise DTypeError(f"data: expected a {dt.name} container for {self.el_type.name}, got {data.dtype}")
             if data.ndim != 1:
                 raise ShapeError(f"data: expected a flat (1-D) container, got shape {data.shape}")
+            if not data.flags.c_contiguous:
+                raise ShapeError(f"data: expected a C-contiguous container, got a strided view (byte stride "
+                                 f"{data.strides[0]}, element size {data.itemsize})")
+        if capacity is not None and not 0 <= int(capacity) <= (0 if data is None else data.nbytes):
+            raise AttributeValueError(f"capacity: expected 0 to {0 if data is None else data.nbytes} bytes (the "
+                                      f"container's size), got {capacity}")
         self.data = data
         self.shape = [int(s) for s in shape]
         self.rank = len(self.shape)
@@ -103,24 +113,75 @@ class Tensor:
             return 0
         return sum((s - 1) * m for s, m in zip(self.shape, self.strides(), strict=True)) + 1
 
+    # ---- memory safety -----------------------------------------------------------------------------------
+    def container_problem(self, *, writes: bool = False) -> str | None:
+        """Why ``data`` is not a usable container, or None: a 1-D C-contiguous ndarray of the element type's
+        dtype, writable when ``writes``, holding at least ``capacity`` bytes (``0 <= capacity <= data.nbytes``)."""
+        d = self.data
+        if not isinstance(d, np.ndarray):
+            return f"data: expected a NumPy container, got {type(d).__name__}"
+        if self.el_type not in EL_DTYPE or d.dtype != EL_DTYPE[self.el_type]:
+            return f"data: container dtype {d.dtype} does not match element type {self.el_type!r}"
+        if d.ndim != 1 or not d.flags.c_contiguous:
+            return f"data: expected a C-contiguous 1-D container, got shape {d.shape} with byte strides {d.strides}"
+        if writes and not d.flags.writeable:
+            return "data: the kernel writes this tensor but its container is read-only"
+        if not isinstance(self.capacity, (int, np.integer)) or not 0 <= self.capacity <= d.nbytes:
+            return f"capacity: expected 0 to {d.nbytes} bytes (the container's size), got {self.capacity!r}"
+        return None
+
+    def view_problem(self, *, writes: bool = False) -> str | None:
+        """Why the view (``shape``, ``mem_stride``) does not lie inside the container, or None:
+        :meth:`container_problem`, then dimensions >= 0, one stride per dimension (unless all are 0, dense), and
+        every element offset Σ idx[i]·stride[i] in [0, data.size) (and within ``capacity`` for rank > 0)."""
+        p = self.container_problem(writes=writes)
+        if p is not None:
+            return p
+        shape, ms = self.shape, self.mem_stride
+        if not all(isinstance(s, (int, np.integer)) and s >= 0 for s in shape):
+            return f"shape: expected dimensions >= 0, got {shape}"
+        if not all(isinstance(m, (int, np.integer)) for m in ms) or (
+                any(m != 0 for m in ms) and len(ms) != len(shape)):
+            return f"mem_stride: expected {len(shape)} integer strides for shape {shape}, got {ms}"
+        if self.count() == 0:
+            return None
+        span = [(int(s) - 1) * int(m) for s, m in zip(shape, self.strides(), strict=True)]
+        lo, hi = sum(v for v in span if v < 0), sum(v for v in span if v > 0)
+        limit = self.data.size if not shape else min(self.data.size, self.capacity // self.element_size)
+        if lo < 0 or hi >= limit:
+            return (f"shape {shape} with strides {self.strides()} spans elements {lo}..{hi}, outside the container's "
+                    f"{limit} elements (data.size {self.data.size}, capacity {self.capacity} bytes)")
+        return None
+
+    def _require(self, problem: str | None, what: str) -> None:
+        if problem is not None:
+            raise BufferLayoutError(f"{what}: {problem}")
+
     # ---- data --------------------------------------------------------------------------------------------
     def values(self) -> np.ndarray:
-        """The elements in logical shape, as int64 (float32 for fp32); a copy."""
+        """The elements in logical shape, as int64 (float32 for fp32); a copy. Raises
+        :class:`~fusedrnn.errors.BufferLayoutError` when the view does not lie inside the container."""
+        self._require(self.view_problem(), "values()")
         st = self.strides()
-        n = self.required_elements()
-        buf = self.data[:n]
-        item = buf.itemsize
-        view = np.lib.stride_tricks.as_strided(buf, shape=tuple(self.shape), strides=tuple(s * item for s in st),
-                                               writeable=False)
+        item = self.data.itemsize
+        view = np.lib.stride_tricks.as_strided(self.data, shape=tuple(self.shape),
+                                               strides=tuple(s * item for s in st), writeable=False)
         return view.astype(np.float32 if self.el_type == ElType.MLI_EL_FP_32 else np.int64)
 
     def write(self, values: np.ndarray, shape: Sequence[int] | None = None) -> None:
-        """Store ``values`` densely (kernel outputs); sets shape, rank and dense mem_stride when ``shape`` given."""
+        """Store ``values`` densely (kernel outputs); sets shape, rank and dense mem_stride when ``shape`` given.
+        Raises :class:`~fusedrnn.errors.BufferLayoutError` (and changes nothing) when the view would not lie inside
+        the container or the container is read-only."""
         values = np.asarray(values)
+        old = self.shape, self.rank, self.mem_stride
         if shape is not None:
             self.shape = [int(s) for s in shape]
             self.rank = len(self.shape)
             self.mem_stride = dense_strides(self.shape)
+        problem = self.view_problem(writes=True)
+        if problem is not None:
+            self.shape, self.rank, self.mem_stride = old
+            self._require(problem, "write()")
         st = self.strides()
         item = self.data.itemsize
         view = np.lib.stride_tricks.as_strided(self.data, shape=tuple(self.shape),

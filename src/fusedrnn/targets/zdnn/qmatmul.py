@@ -44,7 +44,7 @@ def _tensor(zt: ZTensor, fmt: DataFormat, types, output=False) -> None:
         raise OpStatus(Status.ZDNN_INVALID_FORMAT)
     if _enum(DataType, tf.type) not in types:
         raise OpStatus(Status.ZDNN_INVALID_TYPE)
-    if not buffer_ok(zt, getsize_ztensor(tf)):
+    if not buffer_ok(zt, getsize_ztensor(tf), writes=output):
         raise OpStatus(Status.ZDNN_INVALID_BUFFER)
     if not output and not zt.is_transformed:
         raise OpStatus(Status.ZDNN_INVALID_STATE)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from ...errors import DTypeError, ShapeError
+from ...errors import BufferLayoutError, DTypeError, ShapeError
 from ...numerics.dlfloat16 import dlf16_to_bf16, dlf16_to_fp16, dlf16_to_fp32, fp32_to_dlf16_flags
 from . import machine as _m
 from . import stick
@@ -196,7 +196,7 @@ def _transform_checks(zt: ZTensor, where: str, saturation: bool) -> Status:
             return Status.ZDNN_INVALID_LAYOUT
         if tuple(tf.dims) != transformed_dims(pre):
             return Status.ZDNN_INVALID_SHAPE
-    if not buffer_ok(zt, getsize_ztensor(tf)):
+    if not buffer_ok(zt, getsize_ztensor(tf), writes=True):
         return Status.ZDNN_INVALID_BUFFER
     if zt.is_transformed:
         return Status.ZDNN_INVALID_STATE
@@ -283,7 +283,7 @@ def transform_quantized_ztensor(ztensor: ZTensor, saturation_control: bool, clip
         return report(Status.ZDNN_INVALID_TYPE, where)
     if tuple(tf.dims) != transformed_dims(pre):
         return report(Status.ZDNN_INVALID_SHAPE, where)
-    if not buffer_ok(zt, getsize_ztensor(tf)):
+    if not buffer_ok(zt, getsize_ztensor(tf), writes=True):
         return report(Status.ZDNN_INVALID_BUFFER, where)
     if zt.is_transformed:
         return report(Status.ZDNN_INVALID_STATE, where)
@@ -367,6 +367,10 @@ def transform_origtensor(ztensor: ZTensor, out_buf: np.ndarray) -> Status:
     n = int(np.prod(pre.shape()))
     if out.size != n:
         raise ShapeError(f"out_buf: expected {n} elements {pre.shape()}, got shape {out.shape}")
+    if not (out.flags.writeable and out.flags.c_contiguous):
+        raise BufferLayoutError(f"out_buf: expected a writable C-contiguous array (zDNN writes it as one block), got "
+                                f"{'a read-only' if not out.flags.writeable else 'a strided'} array of byte strides "
+                                f"{out.strides}")
     cells = from_transformed(pre, read_cells(zt))
     flat = out.reshape(-1)
     if ptype == T.INT32:
@@ -425,7 +429,7 @@ def reshape_ztensor(src: ZTensor, dest: ZTensor) -> Status:
         return report(Status.ZDNN_INVALID_FORMAT, where)
     if d.type != s.type or verify_transformed_desc(d) != Status.ZDNN_OK:
         return report(Status.ZDNN_INVALID_TYPE, where)
-    if not buffer_ok(src, getsize_ztensor(s)) or not buffer_ok(dest, getsize_ztensor(d)):
+    if not buffer_ok(src, getsize_ztensor(s)) or not buffer_ok(dest, getsize_ztensor(d), writes=True):
         return report(Status.ZDNN_INVALID_BUFFER, where)
     cells = read_cells(src).reshape(-1).reshape(d.dims)
     if d.dim1 != s.dim1 and s.type == T.ZDNN_DLFLOAT16 and np.any((cells & 0x7FFF) == NINF):

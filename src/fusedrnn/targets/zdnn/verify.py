@@ -39,7 +39,7 @@ def check_feature(zt: ZTensor, type_: int = DataType.ZDNN_DLFLOAT16, input_: boo
         raise OpStatus(Status.ZDNN_INVALID_TYPE)
     if any(int(v) <= 0 for v in tf.dims):
         raise OpStatus(Status.ZDNN_INVALID_SHAPE)
-    if not buffer_ok(zt, getsize_ztensor(tf)):
+    if not buffer_ok(zt, getsize_ztensor(tf), writes=not input_):
         raise OpStatus(Status.ZDNN_INVALID_BUFFER)
     if input_ and not zt.is_transformed:
         raise OpStatus(Status.ZDNN_INVALID_STATE)

@@ -2,6 +2,9 @@
 
 ``buffer`` is a NumPy uint8 array (the stick image) or None; zDNN's "4K-aligned" requirement is checked on its
 address (``buffer.ctypes.data % 4096``), so a misaligned view such as ``buf[1:]`` is rejected as zDNN would.
+Every operation checks the buffer before touching it (:func:`buffer_ok`): a C-contiguous 1-D uint8 array, at least
+the image size, ``buffer_size`` between the image size and the array's size, writable where the operation writes;
+anything else is ZDNN_INVALID_BUFFER, never an access outside the array.
 """
 
 from __future__ import annotations
@@ -40,14 +43,20 @@ def aligned_buffer(nbytes: int) -> np.ndarray:
     return raw[off : off + int(nbytes)]
 
 
-def buffer_ok(zt: ZTensor, need: int | None = None) -> bool:
-    """Buffer present, a uint8 array, 4 KiB aligned and (with ``need``) at least ``need`` bytes and buffer_size."""
+def buffer_ok(zt: ZTensor, need: int | None = None, *, writes: bool = False) -> bool:
+    """Buffer present, a C-contiguous 1-D uint8 array (writable when the operation ``writes`` it), 4 KiB aligned,
+    ``buffer_size`` an int no larger than the array, and (with ``need``) both at least ``need`` bytes."""
     b = zt.buffer
     if b is None or not isinstance(b, np.ndarray) or b.dtype != np.uint8 or b.ndim != 1:
         return False
+    if not b.flags.c_contiguous or (writes and not b.flags.writeable):
+        return False
     if b.ctypes.data % PAGE:
         return False
-    if need is not None and (int(zt.buffer_size) < need or b.size < need):
+    size = zt.buffer_size
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 0 <= size <= b.nbytes:
+        return False
+    if need is not None and (int(size) < need or b.size < need):
         return False
     return True
 

@@ -82,15 +82,21 @@ class build_native(build_ext):  # noqa: N801 - a setuptools command class
                           f"(the loader uses the next level): {error}")
 
     def _build_one(self, cc: str, ext: NativeLibrary) -> str | None:
+        """Compile one library at one level (None) or say why it did not build. An earlier build of the same
+        sources, command and compiler is kept (its stamp in the build's temporary folder says which)."""
         out = Path(self.get_ext_fullpath(ext.name))
         out.parent.mkdir(parents=True, exist_ok=True)
-        sources = [ROOT / s for s in (*ext.sources, *ext.depends)]
-        if not self.force and out.exists() and all(s.stat().st_mtime <= out.stat().st_mtime for s in sources):
+        stamp_path = Path(self.build_temp) / "native" / (out.name + ".stamp")
+        stamp = "\n".join((native.source_digest(ext.library, PACKAGE), self.native_compiler,
+                           *native.command(cc, ext.library, ext.level, PACKAGE, out)))
+        if not self.force and out.exists() and stamp_path.exists() and stamp_path.read_text() == stamp:
             return None
         try:
             native.compile_library(cc, ext.library, ext.level, PACKAGE, out)
         except native.BuildError as e:
             return str(e)
+        stamp_path.parent.mkdir(parents=True, exist_ok=True)
+        stamp_path.write_text(stamp)
         return None
 
     def _folders(self) -> list[Path]:

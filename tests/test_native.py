@@ -167,6 +167,16 @@ def test_a_truncated_installed_library_is_refused_before_it_is_loaded(tmp_path):
     assert "differs from what was built (SHA-256)" in proc.stdout, proc.stdout
 
 
+def test_a_library_built_from_other_sources_loads_with_a_warning(tmp_path, fresh_warnings):
+    """An editable install whose C sources were edited after `pip install -e .`: the library still loads (its ABI
+    version matches), and a warning says to rebuild."""
+    data = _copy_build(tmp_path, "rounded")
+    data["libraries"]["rounded"]["sources"] = "0" * 64
+    (tmp_path / build.MANIFEST).write_text(json.dumps(data))
+    with pytest.warns(_native.NativeKernelWarning, match="built from other sources"):
+        assert _rounded(tmp_path).load() is not None
+
+
 def test_an_abi_mismatch_is_refused():
     """A library whose ABI version is not the one its Python side was written for is not used."""
     lib = _native.Library("rounded", rounded_driver.ABI_VERSION + 100, rounded_driver._bind)
@@ -337,3 +347,17 @@ def test_runtime_build_without_a_compiler_says_so_once(runtime, monkeypatch, tmp
         assert _rounded().load() is None and _rounded().load() is None
     assert [str(x.message) for x in w] == [f"FUSEDRNN_BUILD=runtime: the rounded kernel was not built: no C compiler "
                                            f"found ($CC, cc, gcc, clang); {_native.SLOWER}"]
+
+
+def test_runtime_build_forgets_builds_unused_for_a_week(tmp_path):
+    """Cached libraries of older sources or flags go once unused for STALE_BUILD_S; the current one stays."""
+    old, recent, keep = (tmp_path / f"rounded.avx2.{k}.so" for k in ("old", "recent", "keep"))
+    for p in (old, recent, keep):
+        p.write_bytes(b"x")
+        p.with_name(p.name + ".json").write_text("{}")
+    week_ago = time.time() - build.STALE_BUILD_S - 60
+    for p in (old, keep):
+        os.utime(p, (week_ago, week_ago))
+    build.remove_old_builds(tmp_path, "rounded", keep=keep)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        n for p in (recent, keep) for n in (p.name, p.name + ".json"))

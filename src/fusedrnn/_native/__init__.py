@@ -391,6 +391,7 @@ class Library:
                 build.write_json(record_path, {"file": path.name, "size": size, "sha256": sha})
             except (BuildError, OSError) as e:
                 return None, f"{what} was not built: {e}"
+            build.remove_old_builds(folder, self.name, keep=path)
             problem = self._check_record(path, record_path)
             lib, problem = (None, problem) if problem else self._open(path)
             if lib is None:

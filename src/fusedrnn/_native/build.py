@@ -200,6 +200,24 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     return removed
 
 
+STALE_BUILD_S = 7 * 86400.0
+"""Age (since last loaded) after which the run-time build removes a cached library of other sources or flags."""
+
+
+def remove_old_builds(folder: Path, library: str, keep: Path) -> None:
+    """Delete ``library``'s cached builds (and their records) other than ``keep`` not used for
+    :data:`STALE_BUILD_S`; errors are ignored."""
+    now = time.time()
+    for path in folder.glob(f"{library}.*{SUFFIX}"):
+        try:
+            st = path.stat()
+            if path != keep and now - max(st.st_atime, st.st_mtime) > STALE_BUILD_S:
+                path.unlink()
+                path.with_name(path.name + ".json").unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
 def compile_library(cc: str, lib: NativeLibrary, level: IsaLevel, package_root: Path, out: Path, *,
                     extra_flags: tuple[str, ...] = (), timeout: float = COMPILE_TIMEOUT_S) -> None:
     """Compile ``lib`` at ``level`` into ``out``: into a temporary file beside it, renamed over ``out`` once

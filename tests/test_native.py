@@ -361,3 +361,15 @@ def test_runtime_build_forgets_builds_unused_for_a_week(tmp_path):
     build.remove_old_builds(tmp_path, "rounded", keep=keep)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         n for p in (recent, keep) for n in (p.name, p.name + ".json"))
+
+
+@pytest.mark.skipif(not build.is_x86_64(), reason="x86-64 levels")
+def test_an_x86_cpu_without_avx2_runs_the_portable_build_and_says_so(monkeypatch, fresh_warnings):
+    if _native.manifest()[0] is None:
+        pytest.skip("no install-time build")
+    monkeypatch.delenv(_native.ISA_ENV, raising=False)
+    monkeypatch.setattr(_native, "_cpu", {"flags": frozenset({"sse2", "avx"})})
+    with pytest.warns(_native.NativeKernelWarning, match=r"lacks the features of the AVX2 level \(abm, avx2"):
+        lib = _rounded()
+        assert lib.load() is not None
+    assert lib.isa == "portable"

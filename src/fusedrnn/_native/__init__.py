@@ -329,7 +329,7 @@ class Library:
             if problem is None:
                 lib, problem = self._open(path)
                 if lib is not None:
-                    self.path, self.isa = path, level.name
+                    self._loaded(path, level)
                     self._check_sources(entry)
                     return lib, ""
             self.notes.append(f"{path}: {problem}")
@@ -337,6 +337,15 @@ class Library:
                                           f"reinstall fusedrnn")
         return None, (f"no compiled {self.name} kernel for this CPU loads ({'; '.join(self.notes)}); reinstall "
                       f"fusedrnn")
+
+    def _loaded(self, path: Path, level: IsaLevel) -> None:
+        """Record what was loaded; warn once when an x86-64 CPU runs the portable level without being asked to."""
+        self.path, self.isa = path, level.name
+        if level is build.PORTABLE and build.is_x86_64() and os.environ.get(ISA_ENV, "").strip().lower() != "portable":
+            missing = sorted(build.X86_64_LEVELS[-2].cpu_flags - cpu_flags())
+            _warn_once("portable", f"this CPU lacks the features of the AVX2 level ({', '.join(missing[:8])} are not "
+                                   f"in /proc/cpuinfo): fusedrnn's compiled kernels run their portable build, several "
+                                   f"times slower")
 
     def _check_sources(self, entry: dict) -> None:
         """Warn once when the C sources beside the package differ from those the library was built from."""
@@ -376,7 +385,7 @@ class Library:
                 if problem is None:
                     lib, problem = self._open(path)
                     if lib is not None:
-                        self.path, self.isa = path, level.name
+                        self._loaded(path, level)
                         return lib, ""
                 self.notes.append(f"{path}: {problem}; rebuilt")
                 for p in (path, record_path):
@@ -396,7 +405,7 @@ class Library:
             lib, problem = (None, problem) if problem else self._open(path)
             if lib is None:
                 return None, f"{what} {path} {problem}"
-            self.path, self.isa = path, level.name
+            self._loaded(path, level)
             return lib, ""
 
     @staticmethod

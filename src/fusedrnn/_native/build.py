@@ -249,9 +249,10 @@ def compile_library(cc: str, lib: NativeLibrary, level: IsaLevel, package_root: 
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """Stop the compiler and what it started (cc1, as): its process group, where the platform has them."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
+    except (AttributeError, OSError):
         proc.kill()
     proc.communicate()
 

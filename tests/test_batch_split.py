@@ -1,8 +1,11 @@
 """fusedrnn.targets.batch_split: an SDK target's call split into two halves of its rows on two threads equals the
 unsplit call bit for bit (MLI, LiteRT 8x8_16, Quark faithful and corrected; random batches, directions, sequence
-lengths and initial states; an MLI build set in the caller's context applies to the worker's half too)."""
+lengths and initial states; an MLI build set in the caller's context applies to the worker's half too); split calls
+from several threads at once leave BLAS's thread count as it was."""
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import pytest
@@ -114,3 +117,62 @@ def test_small_calls_and_one_thread_are_not_split(monkeypatch):
     finally:
         compiled.set_threads(old)
     assert calls == []
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
+def _set_blas_threads(n: int) -> None:
+    """BLAS at n threads, set from a thread that then ends (threadpoolctl >= 3.8 gives control of OpenBLAS to the
+    thread that set it while that thread lives)."""
+    from threadpoolctl import ThreadpoolController
+
+    t = threading.Thread(target=lambda: ThreadpoolController().limit(limits=n, user_api="blas"))
+    t.start()
+    t.join()
+
+
+def test_concurrent_split_calls_restore_the_blas_threads(always_split):
+    """Two split calls on two threads that end in the opposite order of their start: BLAS stays on one thread
+    while either runs and is back to its setting after both (two threadpoolctl limits ending out of order used to
+    leave it on one thread for good)."""
+    original = _blas_threads()
+    if not original:
+        pytest.skip("no BLAS thread pool loaded")
+    entered = [threading.Event(), threading.Event()]
+    release = [threading.Event(), threading.Event()]
+    seen = {}
+
+    def run_for(i):
+        def run(x, states, lens):
+            if threading.current_thread().name.startswith("call"):  # the caller's half: wait for the test
+                seen[i] = _blas_threads()
+                entered[i].set()
+                assert release[i].wait(30)
+            rows = x.shape[1]
+            return np.zeros((1, 1, rows, 1)), (np.zeros((1, rows, 1)),)
+        return run
+
+    splitter = batch_split.RowSplitter(macs_per_row_step=1)
+    x, states = np.zeros((1, 2, 1)), (np.zeros((1, 2, 1)),)
+    calls = [threading.Thread(target=splitter, args=(run_for(i), x, states, None), name=f"call{i}") for i in (0, 1)]
+    _set_blas_threads(3)
+    try:
+        before = _blas_threads()
+        for i in (0, 1):
+            calls[i].start()
+            assert entered[i].wait(30)
+        release[0].set()
+        calls[0].join(30)
+        during = _blas_threads()  # the second call still runs
+        release[1].set()
+        calls[1].join(30)
+        after = _blas_threads()
+    finally:
+        _set_blas_threads(original[0])
+    assert len(always_split) == 2, "the calls were not split"
+    assert seen[0] == seen[1] == during == [1] * len(before), (seen, during)
+    assert after == before == [3] * len(before), (before, after)

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusedrnn.cells import Activation, compiled, gru_sequence, lstm_sequence, rnn_sequence
+from fusedrnn.cells.compiled import _build
 from fusedrnn.cells.rounding import FP16
 
 pytestmark = pytest.mark.skipif(not compiled.available(),
@@ -474,6 +475,8 @@ def test_rows_path_agrees_with_numpy(cell, seed, threads, batch_min):
     from fusedrnn import conventions
     from fusedrnn.cells.compiled import driver
 
+    if _build.load() is not None and _build.KERNEL.isa == "portable":
+        pytest.skip("the fused per-row path is AVX code, absent from the portable build")
     rng = np.random.default_rng(seed)
     args, kw = random_rows(rng, cell)
     if batch_min > 3:  # more rows than the default lets through: the kernel's multi-row dot products

@@ -3,15 +3,22 @@ itself checked bit for bit against the LiteRT interpreter (test_litert_random.py
 option space (CIFG, peepholes, projection with and without bias, layer norm, cell scales 2^-15..2^-9, cell and
 projection clipping, time-major and batch-major peephole layouts, both MultiplyByQuantizedMultiplier roundings,
 large weight gains that saturate the gates), batch 1 and > 1, forward and reverse, random initial states.
-Outputs and both final states must be equal (==)."""
+Outputs and both final states must be equal (==); with calibration ranges near 1e30 too, in a build under UBSan."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fusedrnn
+from fusedrnn import _native
 from fusedrnn.targets.litert import _compiled
 from fusedrnn.targets.litert.lstm_integer import IntegerLstmKernel
 from fusedrnn.targets.litert.slots import LstmOptions, LstmTensors, const
@@ -175,3 +182,41 @@ def test_saturating_gates_match_the_interpreter():
         if checked == 6:
             break
     assert checked >= 3
+
+
+UBSAN_CASE = """
+import numpy as np, fusedrnn
+from fusedrnn.targets.litert import _compiled
+assert _compiled.load() is not None, _compiled.unavailable_reason()
+rng = np.random.default_rng(0)
+I, H = 4, 8
+for scale in (1e30, 1e20, 1.0):
+    layer = fusedrnn.LSTM(rng.standard_normal((1, 4 * H, I)).astype(np.float32),
+                          rng.standard_normal((1, 4 * H, H)).astype(np.float32))
+    x = (rng.standard_normal((5, 2, I)) * scale).astype(np.float32)
+    emulated = layer.to("litert-int8x16", calibration=x)
+    y, _ = emulated(x)
+    with _compiled.use_engine("numpy"):
+        y0, _ = emulated(x)
+    assert np.array_equal(y, y0), scale
+print("OK")
+"""
+
+
+def test_no_undefined_behaviour_on_extreme_calibration(tmp_path):
+    """Calibration ranges near 1e30 give requantization multipliers with left shifts near 100: the kernel built
+    with UBSan (aborting on the first report) agrees with the NumPy loop, which makes every bit shifted out of the
+    low 32 zero (a C shift by 64 or more was undefined, reported as "shift exponent 99")."""
+    cc = _native.build.find_compiler()
+    flags = "-fsanitize=undefined -fno-sanitize-recover=undefined"
+    probe = tmp_path / "probe.c"
+    probe.write_text("int main(void) { return 0; }\n")
+    if cc is None or subprocess.run([cc, *flags.split(), str(probe), "-o", str(tmp_path / "probe")],
+                                    capture_output=True).returncode != 0:
+        pytest.skip("no C compiler with UBSan")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEDRNN_")}
+    env.update(PYTHONPATH=os.pathsep.join([str(Path(fusedrnn.__file__).resolve().parents[1]),
+                                           env.get("PYTHONPATH", "")]),
+               FUSEDRNN_BUILD="runtime", FUSEDRNN_CACHE_DIR=str(tmp_path / "cache"), FUSEDRNN_CFLAGS=flags)
+    proc = subprocess.run([sys.executable, "-c", UBSAN_CASE], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -6,16 +6,18 @@ and the BLAS products release the GIL. A :class:`RowSplitter` set as a :class:`~
 object's ``splitter`` makes a call with enough work run rows ``[0, B/2)`` on a persistent worker thread and
 ``[B/2, B)`` on the caller, then join the results; the threads are the compiled float loop's
 setting (:func:`fusedrnn.cells.compiled.set_threads`, ``$FUSEDRNN_THREADS``); BLAS is limited to one thread
-meanwhile (through threadpoolctl). Results are bit-identical to one call over all
-rows (tests/test_batch_split.py).
+meanwhile (through threadpoolctl; :func:`blas_single_thread` counts the split calls in flight, so that concurrent
+calls from several threads restore the caller's BLAS setting once the last one ends). Results are bit-identical to
+one call over all rows (tests/test_batch_split.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -29,7 +31,9 @@ SPLIT_MIN_MACS = 1 << 23
 to the worker thread costs about 0.1 ms."""
 
 _lock = threading.Lock()
-_pool: dict = {"executor": None, "blas": None}
+_pool: dict = {"executor": None, "blas": None, "governor": None}
+_blas_lock = threading.Lock()
+_blas: dict = {"users": 0, "limiter": None}
 
 
 def _blas_controller() -> ThreadpoolController:
@@ -41,6 +45,42 @@ def _blas_controller() -> ThreadpoolController:
     return _pool["blas"]
 
 
+def _governor() -> ThreadPoolExecutor:
+    """The one thread that sets and restores the BLAS limit (made once)."""
+    with _lock:
+        if _pool["governor"] is None:
+            _pool["governor"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fusedrnn-blas")
+        return _pool["governor"]
+
+
+def _limit_blas():
+    limiter = _blas_controller().limit(limits=1, user_api="blas")
+    limiter.__enter__()  # threadpoolctl >= 3.8 counts the limits a thread holds (released by __exit__)
+    return limiter
+
+
+@contextlib.contextmanager
+def blas_single_thread() -> Iterator[None]:
+    """BLAS limited to one thread inside the block, for the whole process. Blocks entered concurrently from several
+    threads share one limit, counted under a lock: the first sets it, the last to leave restores what was there
+    before the first (two threadpoolctl limits ending out of order would leave BLAS on one thread for good). The
+    limit is set and restored by one thread of its own: threadpoolctl lets one thread at a time change OpenBLAS's
+    process-wide pool and ignores the others, so a limit set on one caller's thread and restored on another's would
+    not be restored."""
+    with _blas_lock:
+        if _blas["users"] == 0:
+            _blas["limiter"] = _governor().submit(_limit_blas).result()
+        _blas["users"] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas["users"] -= 1
+            if _blas["users"] == 0:
+                limiter, _blas["limiter"] = _blas["limiter"], None
+                _governor().submit(limiter.__exit__, None, None, None).result()
+
+
 def _executor() -> ThreadPoolExecutor:
     with _lock:
         if _pool["executor"] is None:
@@ -49,7 +89,8 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def _forget_after_fork() -> None:
-    _pool["executor"] = None  # its thread did not survive the fork
+    _pool["executor"] = _pool["governor"] = None  # their threads did not survive the fork
+    _blas.update(users=0, limiter=None)
 
 
 if hasattr(os, "register_at_fork"):
@@ -72,7 +113,6 @@ class RowSplitter:
         T, B = x.shape[0], x.shape[1]
         if B < 2 or driver.threads() < 2 or T * B * self.macs_per_row_step < SPLIT_MIN_MACS:
             return run(x, states, lens)
-        blas = _blas_controller()
         half = B // 2
 
         def part(rows: slice):
@@ -80,7 +120,7 @@ class RowSplitter:
                        None if lens is None else lens[rows])
 
         # the worker runs in a copy of the caller's context (settings held in context variables, e.g. MLI's build)
-        with blas.limit(limits=1, user_api="blas"):
+        with blas_single_thread():
             later = _executor().submit(contextvars.copy_context().run, part, slice(0, half))
             Y2, st2 = part(slice(half, B))
             Y1, st1 = later.result()

@@ -1,16 +1,17 @@
 """Compiled time loop for the float LSTM / GRU / RNN engines.
 
-A small C kernel (``_kernel.c``) is compiled with the machine's C compiler at first use and cached (see
-``_build``). Three paths: for float32 with the common LSTM / GRU options, at batch 1-2 (``_rows.h``) a fused
-per-row loop that computes the input projection itself, reads W and R where they lie and splits the hidden units
-over two threads (a barrier per step); at B >= ``driver.BATCH_MIN`` (``_batched.h``) a packed register-blocked
-GEMM of [x_t | h] with [W | R] per step, the gate math done on each tile, the panels split over two threads;
-every other call (any option, float64) runs per row, the recurrent GEMV and gate math per step while NumPy/BLAS
-computes the hoisted input projection. The second thread is a persistent helper (``_pool.h``).
-Without a compiler everything still works: the ``run_*`` functions return None and
-the NumPy engines run the loop. The kernel covers every option of the engines under the EXACT rounding policy
-(both directions, sequence lengths, peepholes, clip, cell_clip, couplings, projection, diagonal R, layer norm,
-all ONNX activations with alpha/beta, both GRU linear_before_reset forms), float32 and float64.
+A small C kernel (``_kernel.c``), compiled when the package is installed and loaded, in the variant for this CPU,
+through :mod:`fusedrnn._native` (see ``_build``). Three paths: for float32 with the common LSTM / GRU options, at
+batch 1-2 (``_rows.h``) a fused per-row loop that computes the input projection itself, reads W and R where they
+lie and splits the hidden units over two threads (a barrier per step); at B >= ``driver.BATCH_MIN``
+(``_batched.h``) a packed register-blocked GEMM of [x_t | h] with [W | R] per step, the gate math done on each
+tile, the panels split over two threads; every other call (any option, float64) runs per row, the recurrent GEMV
+and gate math per step while NumPy/BLAS computes the hoisted input projection. The second thread is a persistent
+helper (``_pool.h``). Without the kernel (installed without a C compiler) everything still works, after a warning:
+the ``run_*`` functions return None and the NumPy engines run the loop. The kernel covers every option of the
+engines under the EXACT rounding policy (both directions, sequence lengths, peepholes, clip, cell_clip, couplings,
+projection, diagonal R, layer norm, all ONNX activations with alpha/beta, both GRU linear_before_reset forms),
+float32 and float64.
 """
 
 from ._build import library_path, unavailable_reason

@@ -106,7 +106,7 @@ def _ptr(a: np.ndarray) -> int:
 
 
 def available() -> bool:
-    """True when the engine setting lets the kernel run and it is loaded (compiled on the first call)."""
+    """True when the engine setting lets the kernel run and it is loaded (loaded on the first call)."""
     return setting.allows("compiled") and _build.load() is not None
 
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
+from ... import _native
 from ...numerics.float_formats import round_to_bfloat16, round_to_dlfloat16, round_to_float16
 from .. import setting
-from ..compiled._build import KernelLibrary
 from ..kinds import DEFAULT_ACTIVATIONS, GATE_COUNT, lstm_canonical
 from ..recurrence import stored_biases
 from ..rounding import EXACT, RoundingPolicy
@@ -57,12 +56,11 @@ def _bind(lib: ctypes.CDLL) -> None:
     lib.fusedrnn_rounded_round.restype = None
 
 
-LIBRARY = KernelLibrary(Path(__file__).resolve().parent / "_rounded.c", "rounded", "fusedrnn_rounded_abi",
-                        ABI_VERSION, _bind, extra_flags=("-ffp-contract=off", "-Wl,--no-as-needed", "-lm"))
+LIBRARY = _native.Library("rounded", ABI_VERSION, _bind)
 
 
 def available() -> bool:
-    """True when the engine setting lets the loop run and the library is loaded (compiled on the first call)."""
+    """True when the engine setting lets the loop run and the library is loaded (loaded on the first call)."""
     return setting.allows("rounded") and LIBRARY.load() is not None
 
 

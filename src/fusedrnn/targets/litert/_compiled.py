@@ -1,10 +1,9 @@
-"""The compiled 8x8_16 LSTM time loop (``_kernel.c``): build at first use, the ctypes argument structure, and the
-driver behind ``IntegerLstmKernel.run(engine="compiled")``.
+"""The compiled 8x8_16 LSTM time loop (``_kernel.c``): loading, the ctypes argument structure, and the driver
+behind ``IntegerLstmKernel.run(engine="compiled")``.
 
-The library is compiled with the machine's C compiler into the cache directory of
-:mod:`fusedrnn.cells.compiled._build` (same compiler search, flags and CPU key; the engine setting,
-``$FUSEDRNN_ENGINE``, says which loop runs), under its own file name. When no compiler is found or compilation
-fails, :func:`load` returns None and the kernel keeps its NumPy loop. The input products of each chunk of steps come
+The library is the ``litert`` one of :mod:`fusedrnn._native` (built when the package was installed, the variant for
+this CPU; the engine setting, ``$FUSEDRNN_ENGINE``, says which loop runs). When it is unavailable, :func:`load`
+returns None and the kernel keeps its NumPy loop. The input products of each chunk of steps come
 from one exact float GEMM (:meth:`IntMatrix.matmul_float`); every table and constant is the NumPy kernel's own, so
 the C code only re-does the per-step integer arithmetic (same results to the bit: tests/test_litert_compiled.py).
 """
@@ -12,15 +11,13 @@ the C code only re-does the per-step integer arithmetic (same results to the bit
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 
+from ... import _native
 from ...cells.compiled import _build
 from .slots import PROJECTION_WEIGHTS
 
-HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "_kernel.c"
 ABI = 3
 CHUNK_VALUES = 1 << 18  # input products per chunk of steps (1 MiB of float32)
 
@@ -44,7 +41,7 @@ def _bind(lib) -> None:
     lib.litert_lstm.restype = ctypes.c_int
 
 
-_LOOP = _build.CompiledLoop("LiteRT", SOURCE, "litert", "litert_abi_version", ABI, _bind)
+_LOOP = _build.CompiledLoop("LiteRT", _native.Library("litert", ABI, _bind))
 # the module-level API of this target's compiled loop (load, engine choice, library for an engine)
 load, unavailable_reason = _LOOP.load, _LOOP.unavailable_reason
 default_engine, use_engine, library = _LOOP.default_engine, _LOOP.use_engine, _LOOP.library

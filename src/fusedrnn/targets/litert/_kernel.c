@@ -42,6 +42,9 @@ typedef struct {
 
 static inline int64_t wrap32(int64_t x) { return (int64_t)(int32_t)(uint32_t)(uint64_t)x; }
 static inline int64_t sat(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : (x > hi ? hi : x); }
+/* wrap32(x << L) for L >= 0: 0 from L = 32 on (every bit left the low 32), which is NumPy's result too; a C shift by
+ * 64 or more is undefined (left shifts of 99 come from multipliers of calibration ranges near 1e30) */
+static inline int64_t shl_wrap32(int64_t x, int64_t L) { return L >= 32 ? 0 : wrap32((int64_t)((uint64_t)x << L)); }
 
 /* MultiplyByQuantizedMultiplier on int32 values (Requant.__call__) */
 static inline int64_t mbqm(int64_t x, int64_t Q, int64_t shift, int single) {
@@ -49,7 +52,7 @@ static inline int64_t mbqm(int64_t x, int64_t Q, int64_t shift, int single) {
         int64_t total = 31 - shift;
         return wrap32((x * Q + ((int64_t)1 << (total - 1))) >> total);
     }
-    if (shift > 0) x = wrap32((int64_t)((uint64_t)x << shift));
+    if (shift > 0) x = shl_wrap32(x, shift);
     int64_t p;
     if (x == INT32_MIN && Q == INT32_MIN) p = INT32_MAX;
     else p = (x * Q + ((int64_t)1 << 30)) >> 31;
@@ -195,7 +198,7 @@ static void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K,
 /* MBQM with one gate block's constants r[g], r[G+g], ... = Q, left shift (single rounding: the shift), right
  * shift, its nudge, [right > 0]; branch-free so that the block loops vectorise */
 static inline int64_t rq_double(int64_t x, int64_t Q, int64_t L, int64_t R, int64_t nud, int64_t rpos) {
-    x = wrap32((int64_t)((uint64_t)x << L));
+    x = shl_wrap32(x, L);
     int64_t p = (x * Q + ((int64_t)1 << 30)) >> 31;
     return (p + nud - ((p < 0) & rpos)) >> R;
 }

@@ -1,10 +1,9 @@
-"""The compiled MLI recurrences (``_kernel.c``): build at first use, ctypes structures, and drivers that run the
-time loops of :func:`.cells.lstm_sequence`, :func:`.cells.gru_sequence` and :func:`.mli1.lstm1x_sequence`.
+"""The compiled MLI recurrences (``_kernel.c``): loading, ctypes structures, and drivers that run the time loops of
+:func:`.cells.lstm_sequence`, :func:`.cells.gru_sequence` and :func:`.mli1.lstm1x_sequence`.
 
-The library is compiled with the machine's C compiler into the cache directory of
-:mod:`fusedrnn.cells.compiled._build` (same compiler search, flags and CPU key; the engine setting,
-``$FUSEDRNN_ENGINE``, says which loop runs), under its own file name. When no compiler is found or compilation
-fails, :func:`load` returns None and the callers keep their NumPy loops. Every table and constant is computed by the
+The library is the ``mli`` one of :mod:`fusedrnn._native` (built when the package was installed, the variant for
+this CPU; the engine setting, ``$FUSEDRNN_ENGINE``, says which loop runs). When it is unavailable, :func:`load`
+returns None and the callers keep their NumPy loops. Every table and constant is computed by the
 NumPy code (activation tables over all inputs, sa8 element-wise tables over all operand pairs), so the C code only
 re-does the integer arithmetic that the NumPy path does per step (same results, to the bit: see
 tests/test_mli_compiled.py).
@@ -13,14 +12,12 @@ tests/test_mli_compiled.py).
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 
+from ... import _native
 from ...cells.compiled import _build
 
-HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "_kernel.c"
 ABI = 3
 
 P = ctypes.c_void_p
@@ -79,7 +76,7 @@ def _bind(lib) -> None:
         fn.restype = ctypes.c_int
 
 
-_LOOP = _build.CompiledLoop("MLI", SOURCE, "mli", "mli_abi_version", ABI, _bind)
+_LOOP = _build.CompiledLoop("MLI", _native.Library("mli", ABI, _bind))
 # the module-level API of this target's compiled loop (load, engine choice, library for an engine)
 load, unavailable_reason = _LOOP.load, _LOOP.unavailable_reason
 default_engine, use_engine, library = _LOOP.default_engine, _LOOP.use_engine, _LOOP.library

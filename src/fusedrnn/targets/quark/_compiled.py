@@ -1,11 +1,10 @@
-"""The compiled ExtendedLSTM recurrence (``_kernel.c``): build at first use, ctypes structure, and the driver
-:func:`run` that :meth:`.kernel.Recurrence.run` calls instead of its NumPy loop.
+"""The compiled ExtendedLSTM recurrence (``_kernel.c``): loading, ctypes structure, and the driver :func:`run`
+that :meth:`.kernel.Recurrence.run` calls instead of its NumPy loop.
 
-The library is compiled with the machine's C compiler into the cache directory of
-:mod:`fusedrnn.cells.compiled._build` (same compiler search, flags and CPU key; the engine setting,
-``$FUSEDRNN_ENGINE``, says which loop runs), under its own file name, with ``-ffp-contract=off`` (float32 tanhf must
-not be fused into FMAs) and ``-fwrapv`` (int64 wrap-around as in NumPy). When no compiler is found or compilation
-fails, :func:`load` returns None and the NumPy loop runs. The kernel parameters come from the NumPy code (packed
+The library is the ``quark`` one of :mod:`fusedrnn._native` (built when the package was installed, the variant for
+this CPU; the engine setting, ``$FUSEDRNN_ENGINE``, says which loop runs), compiled with ``-ffp-contract=off``
+(float32 tanhf must not be fused into FMAs) and ``-fwrapv`` (int64 wrap-around as in NumPy). When it is
+unavailable, :func:`load` returns None and the NumPy loop runs. The kernel parameters come from the NumPy code (packed
 once per set of weights by :func:`pack`); the C code re-does exactly the per-step arithmetic of the NumPy loop
 (tests/test_quark_compiled.py checks ``==``).
 """
@@ -14,18 +13,15 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from ... import _native
 from ...cells.compiled import _build
 from .fixed import c_one_shl
 
-HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "_kernel.c"
 ABI = 5
 X_BLOCK_ROWS = 64  # rows (time steps x batch) of each input-projection GEMM in the loop
-EXTRA_FLAGS = ("-ffp-contract=off", "-fwrapv", "-fno-fast-math", "-fno-trapping-math")
 
 P = ctypes.c_void_p
 I32, I64 = ctypes.c_int32, ctypes.c_int64
@@ -54,7 +50,7 @@ def _bind(lib) -> None:
     lib.quark_tanhf_vec.restype = None
 
 
-_LOOP = _build.CompiledLoop("Quark", SOURCE, "quark", "quark_abi_version", ABI, _bind, extra_flags=EXTRA_FLAGS)
+_LOOP = _build.CompiledLoop("Quark", _native.Library("quark", ABI, _bind))
 # the module-level API of this target's compiled loop (load, engine choice, library for an engine)
 load, unavailable_reason = _LOOP.load, _LOOP.unavailable_reason
 default_engine, use_engine, library = _LOOP.default_engine, _LOOP.use_engine, _LOOP.library

@@ -210,9 +210,8 @@ def test_data_movement_ops_without_their_inputs_are_refused(models):
         run_model(packed(m))
 
 
-@pytest.mark.xfail(reason="the compiled integer LSTM (targets/litert/_compiled.py) refuses an effective multiplier "
-                          "that underflows to 0 with a ValueError; the NumPy loop computes it", raises=ValueError)
 def test_underflowing_integer_multipliers_run(models):
+    """An effective multiplier that underflows to 0 is outside the compiled loop's constants: the NumPy loop runs it."""
     m = unpacked(models["lstm_int8"])
     t = next(t for t in m.subgraphs[0].tensors if t.name in (b"layer0_fw_input_to_i_weights",))
     t.quantization.scale = [1e-30]

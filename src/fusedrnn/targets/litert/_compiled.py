@@ -59,6 +59,10 @@ def _req_cols(req, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(q, np.int64), np.ascontiguousarray(s, np.int64)
 
 
+class PlanUnsupported(Exception):
+    """A kernel whose constants the compiled loop cannot take (its NumPy loop runs it)."""
+
+
 def _req_table(req, G: int, H: int) -> np.ndarray:
     """int64 [5, G] of the C ``preact``, one column per gate block (the constants are per gate): Q, left shift
     (single rounding: the shift), right shift, its nudge and [right > 0]. The double-rounding form skips SRDHM's
@@ -66,7 +70,8 @@ def _req_table(req, G: int, H: int) -> np.ndarray:
     q, s = _req_cols(req, G * H)
     q, s = q.reshape(G, H), s.reshape(G, H)
     if (q != q[:, :1]).any() or (s != s[:, :1]).any() or (req.rounding != "single" and (q <= 0).any()):
-        raise ValueError("the compiled requantization needs one positive multiplier per gate")
+        raise PlanUnsupported("the compiled requantization needs one positive multiplier per gate (an effective "
+                              "multiplier underflowed to 0, or differs within a gate)")
     q, s = q[:, 0], s[:, 0]
     right = np.maximum(-s, 0)
     left = s if req.rounding == "single" else np.maximum(s, 0)
@@ -148,10 +153,17 @@ class Plan:
 
 
 def run(lib, k, x: np.ndarray, state, reverse: bool):
-    """The compiled time loop of :meth:`IntegerLstmKernel.run` (same arguments and results)."""
+    """The compiled time loop of :meth:`IntegerLstmKernel.run` (same arguments and results), or None when the
+    kernel's constants are outside what the loop takes (the reason is kept in ``k._cplan_reason``)."""
     plan = getattr(k, "_cplan", None)
     if plan is None:
-        plan = k._cplan = Plan(k)
+        try:
+            plan = k._cplan = Plan(k)
+        except PlanUnsupported as exc:
+            plan = k._cplan = False
+            k._cplan_reason = str(exc)
+    if plan is False:
+        return None
     T, B, I = x.shape
     a, bufs = plan.call_args(B, k.opts.time_major)
     h0, c0 = state

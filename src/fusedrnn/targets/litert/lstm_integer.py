@@ -279,7 +279,11 @@ class IntegerLstmKernel:
         "compiled" (RuntimeError when unavailable); both give the same bits."""
         lib = _compiled.library(engine)
         if lib is not None and self.W.dtype is not None and x.shape[0] > 0:
-            return _compiled.run(lib, self, x, state, reverse)
+            out = _compiled.run(lib, self, x, state, reverse)
+            if out is not None:
+                return out
+            if engine == "compiled":
+                raise RuntimeError(f"engine: the compiled LiteRT loop cannot run this kernel: {self._cplan_reason}")
         T, B, I = x.shape
         H, G = self.n_cell, self.G
         h0, c0 = state

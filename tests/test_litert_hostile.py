@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from mutation import mutate
 
 import fusedrnn
 from fusedrnn.cli import main
@@ -219,27 +220,6 @@ def test_underflowing_integer_multipliers_run(models):
 
 
 # ---- the fuzz --------------------------------------------------------------------------------------------------
-def _flip(rng: random.Random, blob: bytes) -> bytes:
-    """Bit flips, byte overwrites, deletions, insertions or a truncation."""
-    b = bytearray(blob)
-    kind = rng.random()
-    for _ in range(rng.choice([1, 1, 2, 4, 8])):
-        if not b:
-            break
-        p = rng.randrange(len(b))
-        if kind < 0.55:
-            b[p] ^= 1 << rng.randrange(8)
-        elif kind < 0.7:
-            b[p] = rng.randrange(256)
-        elif kind < 0.8:
-            del b[p]
-        elif kind < 0.9:
-            b.insert(p, rng.randrange(256))
-        else:
-            del b[p:]
-    return bytes(b)
-
-
 FUZZ_EDITS = EDITS
 FLOAT_EDITS = tuple(e for e in EDITS if "scale" not in e and "zero_point" not in e)  # float models have no scales
 
@@ -256,7 +236,7 @@ def test_fuzzed_tflite_files_succeed_or_raise_fusedrnn_errors(models):
             break
         blob = rng.choice(blobs)
         if k % 2:
-            mutated, kind = _flip(rng, blob), "flip"
+            mutated, kind = mutate(rng, blob), "flip"
         else:
             what = rng.choice(FUZZ_EDITS)
             try:
@@ -289,7 +269,7 @@ def test_cli_on_damaged_tflite_files_exits_0_or_2_with_one_line(models, tmp_path
     codes = {}
     for k in range(12):
         blob = models[("lstm_float", "rnn_float", "to_tflite")[k % 3]]
-        bad = _flip(rng, blob) if k % 2 else edit(blob, rng.choice(FLOAT_EDITS), rng)
+        bad = mutate(rng, blob) if k % 2 else edit(blob, rng.choice(FLOAT_EDITS), rng)
         src = tmp_path / f"m{k}.tflite"
         src.write_bytes(bad)
         res = runner.invoke(main, ["convert", str(src), "--to", "onnx", "--out", str(tmp_path / f"m{k}.onnx")])

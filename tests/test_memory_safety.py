@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_mli_status import cell_args
 
 import fusedrnn.mli as mli
 import fusedrnn.zdnn as z
@@ -130,25 +131,10 @@ def dense_factory(flavor):
 
 
 def cell_factory(cell, flavor, T=3, N=4, M=5):
-    rng = np.random.default_rng(3)
-    G = 4 if cell == "lstm" else 3
-    if flavor == "fx16":
-        def t(shape, frac):
-            return mli.fx_tensor(rng.integers(-3000, 3000, shape), frac)
-        a = dict(in_=t((T, N), 12), prev_out=t(M, 15), weights_in=t((G, N, M), 14), weights_out=t((G, M, M), 14),
-                 bias=t((G, M), 14), out=mli.empty_tensor(mli.MLI_EL_FX_16, T * M, frac_bits=15))
-        if G == 4:
-            a["cell"] = t(M, 12)
-    else:
-        a = dict(in_=mli.sa_tensor(rng.integers(-128, 128, (T, N)), 20000, 3, 21),
-                 prev_out=mli.sa_tensor(rng.integers(-128, 128, M), 20000, -3, 22),
-                 weights_in=mli.sa_tensor(rng.integers(-127, 128, (G, N, M)), [16000] * G, 0, 22, dim=0),
-                 weights_out=mli.sa_tensor(rng.integers(-127, 128, (G, M, M)), [16000] * G, 0, 22, dim=0),
-                 bias=mli.sa_tensor(rng.integers(-9000, 9000, (G, M)), [int(20000 * 16000 / 2**15)] * G, 0, 28,
-                                    dim=0, el_type=mli.MLI_EL_SA_32),
-                 out=mli.empty_tensor(mli.MLI_EL_SA_8, T * M, scale=20000, zero_point=2, scale_frac_bits=22))
-        if G == 4:
-            a["cell"] = mli.sa_tensor(rng.integers(-128, 128, M), 18000, 0, 20)
+    """The tensors of a valid LSTM / GRU cell call (test_mli_status's), without its configuration and LUTs."""
+    a = cell_args(4 if cell == "lstm" else 3, flavor, T, N, M)
+    for k in ("cfg", "tanh_lut", "sigm_lut"):
+        del a[k]
     return a
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_fixed_point import ref_round  # the Fraction rounding reference of the validated functions
 
 from fusedrnn.errors import AttributeValueError
 from fusedrnn.numerics import core, fixed_point, gemmlowp
@@ -25,20 +26,6 @@ def lims(w: int) -> tuple[int, int]:
 def ref_wrap(x: int, w: int) -> int:
     m = x % 2**w
     return m - 2**w if m >= 2 ** (w - 1) else m
-
-
-def ref_round(v: Fraction, mode: str) -> int:
-    fl = v.numerator // v.denominator
-    d = v - fl
-    if mode == "floor":
-        return fl
-    if mode == "trunc":
-        return fl if v >= 0 or d == 0 else fl + 1
-    if mode == "up":
-        return fl + (d >= Fraction(1, 2))
-    if mode == "convergent":
-        return fl + (d > Fraction(1, 2) or (d == Fraction(1, 2) and fl % 2 == 1))
-    return fl + (d >= Fraction(1, 2)) if v >= 0 else fl + (d > Fraction(1, 2))  # half_away
 
 
 def arr(values) -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
+from mutation import mutate
 from toy_targets import toy_quantized
 
 import fusedrnn
@@ -437,30 +438,6 @@ def test_long_names_keep_messages_short(tmp_path):
 # ---- the fuzz test --------------------------------------------------------------------------------------------
 
 
-def _mutate(rng: random.Random, blob: bytes, region: list[int] | None = None) -> bytes:
-    """Bit flips, byte overwrites, deletions, insertions or a truncation, at positions of ``region`` (default:
-    anywhere)."""
-    b = bytearray(blob)
-    kind = rng.random()
-    for _ in range(rng.choice([1, 1, 2, 4, 8])):
-        if not b:
-            break
-        p = rng.choice(region) if region else rng.randrange(len(b))
-        if p >= len(b):
-            continue
-        if kind < 0.55:
-            b[p] ^= 1 << rng.randrange(8)
-        elif kind < 0.7:
-            b[p] = rng.randrange(256)
-        elif kind < 0.8:
-            del b[p]
-        elif kind < 0.9:
-            b.insert(p, rng.randrange(256))
-        else:
-            del b[p:]
-    return bytes(b)
-
-
 def _structure(blob: bytes, proto: onnx.ModelProto) -> list[int]:
     """Byte positions outside the initializers' raw data (where a flip changes structure, not weights)."""
     skip = []
@@ -501,7 +478,7 @@ def test_fuzzed_files_succeed_or_raise_fusedrnn_errors(tmp_path):
     for k in range(int(400 * scale)):
         if time.perf_counter() > stop:
             break
-        mutated = _mutate(rng, blob, region if k % 4 else None)
+        mutated = mutate(rng, blob, region if k % 4 else None)
         target = "fp16" if k % 2 else None
         count("onnx-" + _outcome(lambda m=mutated, t=target: fonnx.load(m).to(t).run({"x": x})))
     # npz, through the checked reader
@@ -516,11 +493,11 @@ def test_fuzzed_files_succeed_or_raise_fusedrnn_errors(tmp_path):
         if time.perf_counter() > stop:
             break
         if k % 2:  # the archive's bytes (mostly caught by the CRC)
-            (tmp_path / "m.npz").write_bytes(_mutate(rng, npz))
+            (tmp_path / "m.npz").write_bytes(mutate(rng, npz))
         else:  # a member's .npy bytes, mostly its header, re-zipped with a valid CRC
             name = rng.choice(sorted(members))
             blob_ = members[name]
-            save_npz_raw(tmp_path / "m.npz", {**members, name: _mutate(rng, blob_, list(range(min(len(blob_), 128))))})
+            save_npz_raw(tmp_path / "m.npz", {**members, name: mutate(rng, blob_, list(range(min(len(blob_), 128))))})
         count("npz-" + _outcome(lambda: archives.read_arrays(tmp_path / "m.npz", "--data")))
     # a PyTorch state dict: structural mutations of the dict and byte mutations of the file
     torch = pytest.importorskip("torch")
@@ -533,7 +510,7 @@ def test_fuzzed_files_succeed_or_raise_fusedrnn_errors(tmp_path):
         if time.perf_counter() > stop:
             break
         if k % 2:
-            (tmp_path / "m.pt").write_bytes(_mutate(rng, pt))
+            (tmp_path / "m.pt").write_bytes(mutate(rng, pt))
         else:
             d = dict(sd)
             key = rng.choice(sorted(d))
@@ -557,8 +534,8 @@ def test_fuzzed_files_succeed_or_raise_fusedrnn_errors(tmp_path):
     # the command line on a few of each
     rng = random.Random(seed + 3)
     for k in range(int(6 * scale)):
-        (tmp_path / "m.onnx").write_bytes(_mutate(rng, blob, region))
-        (tmp_path / "m.npz").write_bytes(_mutate(rng, npz) if k % 2 else npz)
+        (tmp_path / "m.onnx").write_bytes(mutate(rng, blob, region))
+        (tmp_path / "m.npz").write_bytes(mutate(rng, npz) if k % 2 else npz)
         res = cli("run", tmp_path / "m.onnx" if k % 3 else ex.model_path(), "--data", tmp_path / "m.npz", "-t",
                   "fp32", "--repeat", "1", "--json")
         if res.exit_code not in (0, 2) and os.environ.get("FUSEDRNN_FUZZ_KEEP"):  # keep the case by hand

@@ -7,7 +7,9 @@ pre-activations only). Beyond onnxruntime: ``layout=1``, float64, and the keywor
 * ``activation_defaults``: ``"ort"`` (default) or ``"onnx"`` (the standalone ONNX activation operators'
   alpha/beta defaults);
 * ``dtype``: the compute dtype (float32 or float64; default float64 for float64 input, else float32);
-* ``rounding``: a :class:`fusedrnn.cells.rounding.RoundingPolicy` for reduced-precision emulation.
+* ``rounding``: a :class:`fusedrnn.cells.rounding.RoundingPolicy` for reduced-precision emulation;
+* ``nan``: ``"ieee"`` (default: NaN and infinities propagate) or ``"onnxruntime"`` (LSTM and GRU turn a NaN
+  pre-activation into the activation's upper bound, as onnxruntime's clamped activations do).
 
 float16 / bfloat16 inputs are computed in float32 and the outputs cast back to the input dtype.
 """
@@ -55,7 +57,20 @@ ONNX_ATTRIBUTES = {
     "rnn": dict(_ONNX_COMMON),
 }
 """The ONNX attributes of each operator with their defaults."""
-_FUSEDRNN_OPTIONS = {"activation_defaults": "ort", "dtype": None, "rounding": None}
+_FUSEDRNN_OPTIONS = {"activation_defaults": "ort", "dtype": None, "rounding": None, "nan": "ieee"}
+NAN_MODES = ("ieee", "onnxruntime")
+
+
+def _nan_to_upper_bound(a: np.ndarray) -> None:
+    """In place: NaN pre-activations become +inf, so sigmoid and tanh give their upper bound 1, as onnxruntime's
+    clamped activations do."""
+    np.copyto(a, np.inf, where=np.isnan(a))
+
+
+ORT_NAN = RoundingPolicy("onnxruntime-nan", {"preact": _nan_to_upper_bound})
+"""onnxruntime's NaN handling of LSTM and GRU as a policy on the pre-activation point: their activations clamp
+their input with min/max, which turns a NaN pre-activation into the upper bound (sigmoid, tanh -> 1). Its RNN
+propagates NaN as fusedrnn does."""
 _ATTRS = {cell: {**attrs, **_FUSEDRNN_OPTIONS} for cell, attrs in ONNX_ATTRIBUTES.items()}
 
 
@@ -111,6 +126,11 @@ def _prepare(cell: str, X, W, R, B, sequence_lens, initial_h, initial_c, P, attr
     rounding = EXACT if attrs["rounding"] is None else attrs["rounding"]
     if not isinstance(rounding, RoundingPolicy):
         raise DTypeError(f"rounding: expected a RoundingPolicy or None, got {type(rounding).__name__}")
+    if choice(attrs["nan"], NAN_MODES, "nan") == "onnxruntime" and cell != "rnn":  # its RNN does not clamp
+        if not rounding.is_exact:
+            raise AttributeValueError(f"nan: 'onnxruntime' runs the exact float engine; it cannot be combined with "
+                                      f"rounding={rounding.name!r}")
+        rounding = ORT_NAN
     clip = optional_positive_float(attrs["clip"], "clip")
 
     X = as_float_array(X, "X")
@@ -201,7 +221,7 @@ def _finish(outputs, layout: int, out_dtype):
 def lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, **attributes):
     """ONNX LSTM. Returns ``(Y, Y_h, Y_c)``: Y [T, D, B, H] (layout 1: [B, T, D, H]), Y_h, Y_c [D, B, H]
     (layout 1: [B, D, H]). Attributes: hidden_size, direction, activations, activation_alpha,
-    activation_beta, clip, input_forget, layout, plus activation_defaults, dtype, rounding."""
+    activation_beta, clip, input_forget, layout, plus activation_defaults, dtype, rounding, nan."""
     arrays, options, attrs, out_dtype = _prepare("lstm", X, W, R, B, sequence_lens, initial_h, initial_c, P,
                                                  attributes, canonical=False)
     coupling = "input_forget" if flag(attrs["input_forget"], "input_forget") else None
@@ -214,7 +234,7 @@ def lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=
 
 def gru(X, W, R, B=None, sequence_lens=None, initial_h=None, **attributes):
     """ONNX GRU. Returns ``(Y, Y_h)``. Attributes: hidden_size, direction, activations, activation_alpha,
-    activation_beta, clip, linear_before_reset, layout, plus activation_defaults, dtype, rounding."""
+    activation_beta, clip, linear_before_reset, layout, plus activation_defaults, dtype, rounding, nan."""
     arrays, options, attrs, out_dtype = _prepare("gru", X, W, R, B, sequence_lens, initial_h, None, None,
                                                  attributes)  # ONNX's GRU order is the canonical one: no copies
     lbr = flag(attrs["linear_before_reset"], "linear_before_reset")
@@ -225,7 +245,7 @@ def gru(X, W, R, B=None, sequence_lens=None, initial_h=None, **attributes):
 
 def rnn(X, W, R, B=None, sequence_lens=None, initial_h=None, **attributes):
     """ONNX RNN. Returns ``(Y, Y_h)``. Attributes: hidden_size, direction, activations, activation_alpha,
-    activation_beta, clip, layout, plus activation_defaults, dtype, rounding."""
+    activation_beta, clip, layout, plus activation_defaults, dtype, rounding, nan."""
     arrays, options, attrs, out_dtype = _prepare("rnn", X, W, R, B, sequence_lens, initial_h, None, None,
                                                  attributes)
     out = rnn_sequence(arrays["x"], arrays["W"], arrays["R"], arrays["b_x"], arrays["b_h"], arrays["h0"],

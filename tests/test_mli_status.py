@@ -291,3 +291,14 @@ def test_hlp_create_subtensor_is_a_view_with_sliced_per_axis_params():
     assert np.all(w.values()[1:3, 1:3] == 0) and np.any(w.values()[0] != 0)
     assert mli.hlp_create_subtensor(w, mli.SubTensorCfg([3, 0, 0], [2, 3, 5], 3), sub) == S.MLI_STATUS_BAD_FUNC_CFG
     assert mli.hlp_create_subtensor(w, mli.SubTensorCfg([0, 0, 0], [2, 3, 5], 2), sub) == S.MLI_STATUS_BAD_FUNC_CFG
+
+
+def test_status_values_are_those_of_mli_types_h():
+    """``mli_status`` numbered as MLI 2.0's include/mli_types.h numbers it: programs print and compare the values."""
+    expected = {"MLI_STATUS_OK": 0, "MLI_STATUS_BAD_TENSOR": 1, "MLI_STATUS_SHAPE_MISMATCH": 2,
+                "MLI_STATUS_INCOMPATEBLE_TENSORS": 3, "MLI_STATUS_BAD_FUNC_CFG": 4, "MLI_STATUS_NOT_ENGH_MEM": 5,
+                "MLI_STATUS_NOT_SUPPORTED": 6, "MLI_STATUS_SPEC_PARAM_MISMATCH": 7, "MLI_STATUS_ARGUMENT_ERROR": 8,
+                "MLI_STATUS_LENGTH_ERROR": 9, "MLI_STATUS_SIZE_MISMATCH": 10, "MLI_STATUS_RANK_MISMATCH": 11,
+                "MLI_STATUS_TYPE_MISMATCH": 12, "MLI_STATUS_MEM_BANK_MISMATCH": 13, "MLI_STATUS_MISALIGNMENT_ERROR": 14}
+    assert {s.name: int(s) for s in mli.Status} == expected
+    assert all(int(getattr(mli, name)) == value for name, value in expected.items())

@@ -82,11 +82,12 @@ class QuantizedLstm:
 
     def quantize_input(self, x: np.ndarray) -> np.ndarray:
         """Float x at the input parameters (round half to even, saturated)."""
-        return _quant(x, self.x_scale, self.x_zp, self.dtype)
+        return quantize_values(x, self.x_scale, self.x_zp, self.dtype)
 
     def quantize_state(self, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Float (h, c) as (output-state codes, int16 cell codes)."""
-        return _quant(h, self.h_scale, self.h_zp, self.dtype), _quant(c, self.c_scale, 0, np.int16)
+        return (quantize_values(h, self.h_scale, self.h_zp, self.dtype),
+                quantize_values(c, self.c_scale, 0, np.int16))
 
     def dequantize_output(self, q: np.ndarray, dtype=np.float32) -> np.ndarray:
         return ((np.asarray(q, np.float64) - self.h_zp) * self.h_scale).astype(dtype)
@@ -95,7 +96,8 @@ class QuantizedLstm:
         return (np.asarray(q, np.float64) * self.c_scale).astype(dtype)
 
 
-def _quant(v, scale: float, zp: int, dtype) -> np.ndarray:
+def quantize_values(v, scale: float, zp: int, dtype) -> np.ndarray:
+    """Float values as TFLite's QUANTIZE stores them: round(v / scale) half to even, + zp, saturated to dtype."""
     info = np.iinfo(dtype)
     q = np.rint(np.asarray(v, np.float64) / scale) + zp  # round half to even, like TFLite's QUANTIZE
     return np.clip(q, info.min, info.max).astype(dtype)
@@ -391,4 +393,5 @@ class TflmLstmParams:
 __all__ = ["ACTIVATION_TYPES", "GATES", "PRODUCTS", "LstmRanges", "LstmStats", "QuantizedLstm",
            "QuantizedLstmPrepared", "TflmLstmParams",
            "calibrate_direction", "cell_scale_exponent", "check_standard_lstm", "checked_log2", "from_tflite_tensors",
-           "kept_directions", "prepared_directions", "quantize_direction", "quantize_spec", "round_away"]
+           "kept_directions", "prepared_directions", "quantize_direction", "quantize_spec", "quantize_values",
+           "round_away"]

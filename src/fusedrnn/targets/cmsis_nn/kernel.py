@@ -108,7 +108,7 @@ def vector_sum_s8(vector_cols: int, vector_rows: int, vector_data: np.ndarray, l
     out = np.zeros(vector_rows, np.int64) if bias_data is None else np.asarray(bias_data, np.int64).copy()
     if lhs_offset:
         out += (w.sum(axis=1) + (vector_cols * rhs_offset if rhs_offset else 0)) * lhs_offset
-    return _wrap32(out).astype(np.int32)
+    return core.wrap(out, 32).astype(np.int32)
 
 
 def vector_sum_s8_s64(vector_cols: int, vector_rows: int, vector_data: np.ndarray, lhs_offset: int,
@@ -121,12 +121,6 @@ def vector_sum_s8_s64(vector_cols: int, vector_rows: int, vector_data: np.ndarra
     return out
 
 
-def _wrap32(x: np.ndarray) -> np.ndarray:
-    return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
-def _clamp(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    return np.minimum(np.maximum(x, lo), hi)
 
 
 def requantize(x: np.ndarray, multiplier, shift) -> np.ndarray:
@@ -147,8 +141,8 @@ def requantize_s64(x: np.ndarray, reduced_multiplier, shift) -> np.ndarray:
     shift = np.asarray(shift, np.int64)
     if np.any(shift > 14):
         raise AttributeValueError(f"shift: arm_nn_requantize_s64 takes shifts <= 14, got {int(np.max(shift))}")
-    r = _wrap32((np.asarray(x, np.int64) * np.asarray(reduced_multiplier, np.int64)) >> (14 - shift))
-    return _wrap32(r + 1) >> 1
+    r = core.wrap((np.asarray(x, np.int64) * np.asarray(reduced_multiplier, np.int64)) >> (14 - shift), 32)
+    return core.wrap(r + 1, 32) >> 1
 
 
 class CmsisLstm:
@@ -194,7 +188,7 @@ class CmsisLstm:
         acc = M.matmul(v, check=False) + bias
         if self.variant == "s16":
             return requantize_s64(acc, m, s)
-        return requantize(_wrap32(acc) if wrap else acc, m, s)
+        return requantize(core.wrap(acc, 32) if wrap else acc, m, s)
 
     def run(self, x: np.ndarray, h: np.ndarray | None, c: np.ndarray) -> tuple[np.ndarray, tuple]:
         x = np.asarray(x)
@@ -203,7 +197,7 @@ class CmsisLstm:
         T, B, _ = x.shape
         H, p = self.H, self.p
         dt = _ACT_DTYPE[self.variant]
-        gin = _clamp(self._fc(self.W, x.reshape(T * B, self.I), self.eff_in, self.in_m, self.in_s, self.wrap_in),
+        gin = core.clamp(self._fc(self.W, x.reshape(T * B, self.I), self.eff_in, self.in_m, self.in_s, self.wrap_in),
                      -32768, 32767).reshape(T, B, 4 * H)
         c = np.asarray(c, np.int64).reshape(B, H)
         hq = None if h is None else np.asarray(h, dt).reshape(B, H)
@@ -211,14 +205,14 @@ class CmsisLstm:
         for t in range(T):
             pre = gin[t]
             if hq is not None:
-                pre = _clamp(self._fc(self.R, hq, self.eff_h, self.h_m, self.h_s, self.wrap_h) + pre, -32768, 32767)
+                pre = core.clamp(self._fc(self.R, hq, self.eff_h, self.h_m, self.h_s, self.wrap_h) + pre, -32768, 32767)
             i, f, g, o = (self.tables[k](pre[:, k * H:(k + 1) * H])
                           for k in range(4))
-            c = _clamp(requantize(f * c, p.forget_to_cell_multiplier, p.forget_to_cell_shift), -32768, 32767)
-            c = _clamp(requantize(i * g, p.input_to_cell_multiplier, p.input_to_cell_shift) + c, self.cell_lo,
+            c = core.clamp(requantize(f * c, p.forget_to_cell_multiplier, p.forget_to_cell_shift), -32768, 32767)
+            c = core.clamp(requantize(i * g, p.input_to_cell_multiplier, p.input_to_cell_shift) + c, self.cell_lo,
                        self.cell_hi)
             th = self.tanh_cell(c)
-            hq = _clamp(requantize(o * th, p.output_multiplier, p.output_shift) + p.output_offset, self.out_lo,
+            hq = core.clamp(requantize(o * th, p.output_multiplier, p.output_shift) + p.output_offset, self.out_lo,
                         self.out_hi).astype(dt)
             y[t] = hq
         return y, (hq, c.astype(np.int16))

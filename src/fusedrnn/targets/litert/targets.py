@@ -17,7 +17,7 @@ from ...errors import UnsupportedFeatureError
 from ...numerics.affine import tflite_symmetric_quantize
 from ..batch_split import RowSplitter, macs_per_row_step
 from ..registry import Prepared, Target
-from ..tflite_quant import calibrate_direction
+from ..tflite_quant import calibrate_direction, quantize_values
 from .layer_map import (
     check_lstm_expressible,
     float_direction,
@@ -79,8 +79,8 @@ class LstmPrepared(Prepared):
             if self.integer:
                 (sx, zx), (sh, zh), sc = self._q[d]
                 deq = ((np.arange(-128, 128) - zh) * sh).astype(dt)  # every int8 output value, dequantized
-                xq = _quant(x, sx, zx, np.int8)
-                st = (_quant(h0[d], sh, zh, np.int8), _quant(c0[d], sc, 0, np.int16))
+                xq = quantize_values(x, sx, zx, np.int8)
+                st = (quantize_values(h0[d], sh, zh, np.int8), quantize_values(c0[d], sc, 0, np.int16))
                 y, (h, c) = k.run(xq, st, reverse=rev[d])
                 np.take(deq, y.astype(np.intp) + 128, out=Y[:, d])
                 hs.append(deq[h.astype(np.intp) + 128])
@@ -133,12 +133,6 @@ def _lstm_qparams(t):
     sx, zx = float(t[INPUT].scale[0]), int(t[INPUT].zero_point[0])
     sh, zh = float(t[OUTPUT_STATE].scale[0]), int(t[OUTPUT_STATE].zero_point[0])
     return (sx, zx), (sh, zh), float(t[CELL_STATE].scale[0])
-
-
-def _quant(v, scale: float, zp: int, dtype) -> np.ndarray:
-    info = np.iinfo(dtype)
-    q = np.rint(np.asarray(v, np.float64) / scale) + zp  # round half to even
-    return np.clip(q, info.min, info.max).astype(dtype)
 
 
 # ---- RNN / GRU -------------------------------------------------------------------------------------------------

@@ -65,12 +65,6 @@ class _Mbqm:
         return _Mbqm(self.Q[cols], self.shift[cols], self.x_bits)
 
 
-def _clamp(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    return np.minimum(np.maximum(x, lo), hi)
-
-
-def _wrap32(x: np.ndarray) -> np.ndarray:
-    return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
 class TflmLstm:
@@ -124,21 +118,21 @@ class TflmLstm:
     def _input_fc(self, x: np.ndarray, cols: slice = slice(None)) -> np.ndarray:
         acc = self.W.matmul(np.asarray(x), check=False)[..., cols] + self.in_bias[cols]
         if self.wrap_in:
-            acc = _wrap32(acc)
-        return _clamp(self._in_mbqm.columns(cols)(acc), -32768, 32767)
+            acc = core.wrap(acc, 32)
+        return core.clamp(self._in_mbqm.columns(cols)(acc), -32768, 32767)
 
     def _recurrent_fc(self, h: np.ndarray, cols: slice = slice(None)) -> np.ndarray:
         acc = self.R.matmul(np.asarray(h), check=False)[..., cols] + self.rec_bias[cols]
         if self.wrap_rec:
-            acc = _wrap32(acc)
-        return _clamp(self._rec_mbqm.columns(cols)(acc), -32768, 32767)
+            acc = core.wrap(acc, 32)
+        return core.clamp(self._rec_mbqm.columns(cols)(acc), -32768, 32767)
 
     def gate(self, x: np.ndarray, h: np.ndarray, gate: str) -> np.ndarray:
         """``CalculateLstmGate`` of gate "i", "f", "c" or "o": the Q0.15 int16 gate output [B, H] for x [B, I] and
         h [B, H] (the activation codes)."""
         k = _GATE_INDEX[gate]
         cols = slice(k * self.H, (k + 1) * self.H)
-        pre = _clamp(self._input_fc(x, cols) + self._recurrent_fc(h, cols), -32768, 32767)
+        pre = core.clamp(self._input_fc(x, cols) + self._recurrent_fc(h, cols), -32768, 32767)
         table = self.cell_act if gate == "c" else self.sigmoid
         return table(pre).astype(np.int16)
 
@@ -146,18 +140,18 @@ class TflmLstm:
         """``UpdateLstmCell``: the new int16 cell from the old one and the Q0.15 gates f, i, g."""
         p = self.params
         c = np.asarray(c, np.int64)
-        fc = _clamp(self._forget_cell(np.asarray(f, np.int64) * c), -32768, 32767)
-        ig = _clamp(self._input_cell(np.asarray(i, np.int64) * np.asarray(g, np.int64)), -32768, 32767)
-        c = _clamp(fc + ig, -32768, 32767)
+        fc = core.clamp(self._forget_cell(np.asarray(f, np.int64) * c), -32768, 32767)
+        ig = core.clamp(self._input_cell(np.asarray(i, np.int64) * np.asarray(g, np.int64)), -32768, 32767)
+        c = core.clamp(fc + ig, -32768, 32767)
         if p.cell_clip > 0:
-            c = _clamp(c, -p.quantized_cell_clip, p.quantized_cell_clip)
+            c = core.clamp(c, -p.quantized_cell_clip, p.quantized_cell_clip)
         return c.astype(np.int16)
 
     def update_hidden(self, c: np.ndarray, o: np.ndarray) -> np.ndarray:
         """``UpdateLstmHidden``: the new hidden state (activation codes) from the cell and the Q0.15 output gate."""
         th = self.tanh_cell(c)
         h = self._hidden(th * np.asarray(o, np.int64)) + self.q.h_zp
-        return _clamp(h, self.act_lo, self.act_hi).astype(self.q.dtype)
+        return core.clamp(h, self.act_lo, self.act_hi).astype(self.q.dtype)
 
     # ---- the sequence ---------------------------------------------------------------------------------------
     def run(self, x: np.ndarray, state=None, *, reverse: bool = False) -> tuple[np.ndarray, tuple]:
@@ -176,15 +170,15 @@ class TflmLstm:
         y = np.empty((T, B, H), self.q.dtype)
         sig_cols = np.r_[0:2 * H, 3 * H:4 * H]  # i, f, o
         for t in (range(T - 1, -1, -1) if reverse else range(T)):
-            pre = _clamp(gin[t] + self._recurrent_fc(hq), -32768, 32767)
+            pre = core.clamp(gin[t] + self._recurrent_fc(hq), -32768, 32767)
             s = self.sigmoid(pre[:, sig_cols])
             i, f, o = s[:, :H], s[:, H:2 * H], s[:, 2 * H:]
             g = self.cell_act(pre[:, 2 * H:3 * H])
-            fc = _clamp(self._forget_cell(f * c), -32768, 32767)
-            c = _clamp(fc + _clamp(self._input_cell(i * g), -32768, 32767), -32768, 32767)
+            fc = core.clamp(self._forget_cell(f * c), -32768, 32767)
+            c = core.clamp(fc + core.clamp(self._input_cell(i * g), -32768, 32767), -32768, 32767)
             if p.cell_clip > 0:
-                c = _clamp(c, -p.quantized_cell_clip, p.quantized_cell_clip)
+                c = core.clamp(c, -p.quantized_cell_clip, p.quantized_cell_clip)
             th = self.tanh_cell(c)
-            hq = _clamp(self._hidden(th * o) + self.q.h_zp, self.act_lo, self.act_hi).astype(self.q.dtype)
+            hq = core.clamp(self._hidden(th * o) + self.q.h_zp, self.act_lo, self.act_hi).astype(self.q.dtype)
             y[t] = hq
         return y, (hq, c.astype(np.int16))

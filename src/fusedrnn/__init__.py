@@ -2,6 +2,7 @@
 
 from . import conventions, frontends, ops, targets  # frontends registers the layer converters
 from ._version import __version__
+from .cells.calibration import Calibration
 from .errors import (
     AttributeValueError,
     ConversionError,
@@ -28,6 +29,7 @@ __all__ = [
     "GRU",
     "RNN",
     "Stack",
+    "Calibration",
     "AttributeValueError",
     "ConversionError",
     "DTypeError",

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
 
 from . import conventions, targets
 from .cells.activations import Activation, parse_activations, to_onnx_lists
+from .cells.calibration import Calibration, CalibrationInputs
 from .cells.kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
 from .cells.recurrence import DIRECTIONS, MERGE_MODES, direction_flags, merge_directions, reverse_valid_prefix
 from .cells.spec import CellShape, CellSpec, run_spec
@@ -218,14 +220,16 @@ class RecurrentLayer(CellShape):
         """A copy of this layer that runs on ``target`` (a registered name or a Target).
 
         ``calibration`` (input data [T, B, I], or [B, T, I] for a ``batch_first`` layer, or a list of such
-        arrays) is for quantized targets, which choose their quantization parameters from it; the float targets
-        ignore it."""
+        arrays, or a :class:`~fusedrnn.Calibration` holding such data and the method that chooses the ranges)
+        is for quantized targets, which choose their quantization parameters from it; the float targets ignore
+        it."""
         t = targets.get(target)
         missing = [f for f in self.features() if not t.supports(f)]
         if missing:
             raise UnsupportedFeatureError(f"target: {t.name!r} cannot express {', '.join(missing)} of this "
                                           f"{self.cell.upper()}")
-        if t.needs_calibration and calibration is None:
+        if t.needs_calibration and (calibration is None or (isinstance(calibration, Calibration)
+                                                             and calibration.inputs is None)):
             raise UnsupportedFeatureError(f"calibration: target {t.name!r} is quantized and needs calibration "
                                           f"data (input sequences) to choose its scales, got None")
         new = copy.copy(self)
@@ -238,10 +242,15 @@ class RecurrentLayer(CellShape):
 
     def _calibration(self, calibration):
         """Calibration inputs normalised once for every target: None, a string naming a stored quantization
-        (e.g. "tflite"), or a list of time-major float64 arrays [T, B, I]."""
+        (e.g. "tflite"), or a list of time-major float64 arrays [T, B, I] (a
+        :class:`~fusedrnn.cells.calibration.CalibrationInputs` carrying the method when one was given)."""
+        settings = None
+        if isinstance(calibration, Calibration):
+            settings, calibration = calibration, calibration.inputs
         if calibration is None or isinstance(calibration, str):
             return calibration
-        return calibration_sequences(calibration, self.input_size, batch_first=self.batch_first)
+        xs = calibration_sequences(calibration, self.input_size, batch_first=self.batch_first)
+        return xs if settings is None else CalibrationInputs(xs, settings)
 
     def features(self) -> list[str]:
         """The options this layer uses, by the feature names of :mod:`fusedrnn.targets`."""
@@ -486,10 +495,13 @@ class Stack:
         t = targets.get(target)
         if calibration is None or t.prepare is None:
             return Stack([layer.to(t, calibration) for layer in self.layers])
+        settings = None
+        if isinstance(calibration, Calibration):
+            settings, calibration = calibration, calibration.inputs
         xs = list(calibration) if isinstance(calibration, (list, tuple)) else [calibration]
         emulated = []
         for layer in self.layers:
-            emulated.append(layer.to(t, calibration=xs))
+            emulated.append(layer.to(t, calibration=xs if settings is None else replace(settings, inputs=xs)))
             xs = [layer(x)[0] for x in xs]
         return Stack(emulated)
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import AttributeValueError
+from .calibration import DEFAULT_BINS, Calibration, ValueHistogram, choose_range
 
 POINTS: tuple[str, ...] = ("preact", "gates", "cell", "hidden", "output")
 """Every point an engine reports, in the order a step reaches them."""
@@ -115,4 +116,118 @@ class RangeObserver:
         self._ranges.clear()
 
 
-__all__ = ["GATE_POINTS", "POINTS", "Observer", "Range", "RangeObserver", "wanted_points"]
+class HistogramObserver(RangeObserver):
+    """A :class:`RangeObserver` that also keeps, per point, direction (and gate at the gate points), the
+    distribution of the values (:class:`~fusedrnn.cells.calibration.ValueHistogram`, ``bins`` bins), for the
+    calibration methods that need more than min/max."""
+
+    def __init__(self, points: Iterable[str] = POINTS, bins: int = DEFAULT_BINS):
+        super().__init__(points)
+        self.bins = int(bins)
+        self._hists: dict[tuple, ValueHistogram] = {}
+
+    def __call__(self, point: str, values: np.ndarray) -> None:
+        if point not in self.points:
+            return
+        super().__call__(point, values)
+        v = np.asarray(values)
+        gates = v.shape[2] if point in GATE_POINTS else None
+        for d in range(v.shape[0]):
+            for g in range(gates or 1):
+                key = (point, d, None if gates is None else g)
+                h = self._hists.get(key)
+                if h is None:
+                    h = self._hists[key] = ValueHistogram(self.bins)
+                h.add(v[d, :, g] if gates is not None else v[d])
+
+    def histogram(self, point: str, direction: int = 0, gate: int | None = None) -> ValueHistogram:
+        """The values seen at ``point`` in ``direction`` (and ``gate``, an index in canonical order, at the gate
+        points). AttributeValueError when none were seen there."""
+        got = self._hists.get((point, direction, gate))
+        if got is None:
+            raise AttributeValueError(f"point: no values seen at {point!r} direction {direction} gate {gate}; "
+                                      f"observed: {self.observed()}")
+        return got
+
+    def reset(self) -> None:
+        super().reset()
+        self._hists.clear()
+
+
+class SaturationCounter:
+    """Counts how often an integer kernel's values sit at the limits of their container (saturated or clipped):
+    per direction, point ("preact": each gate's pre-activation as the activation reads it, "cell", "hidden": the
+    state as stored) and gate, in windows of ``window`` processing steps (0: one window).
+
+    A target's NumPy loop calls ``counter.probe(d)(point, step, values, lo, hi, gates)`` once per step with the
+    integer values (gate points: [B, G, H] with ``gates`` naming the G gates in canonical letters; others
+    [B, H]) and the container's limits. ``counts`` maps (direction, point, gate or None) to a list, per window,
+    of [values at a limit, values seen]."""
+
+    def __init__(self, window: int = 0):
+        self.window = int(window)
+        self.counts: dict[tuple, list[list[int]]] = {}
+
+    def probe(self, direction: int):
+        """The function a kernel calls for ``direction``."""
+        def count(point: str, step: int, values: np.ndarray, lo: int, hi: int, gates: str | None = None) -> None:
+            w = step // self.window if self.window > 0 else 0
+            v = np.asarray(values)
+            at = (v <= lo) | (v >= hi)
+            if gates is None:
+                self._add((direction, point, None), w, int(np.count_nonzero(at)), v.size)
+                return
+            sat = np.count_nonzero(at, axis=(0, 2))
+            per = v.size // max(len(gates), 1)
+            for k, g in enumerate(gates):
+                self._add((direction, point, g), w, int(sat[k]), per)
+        return count
+
+    def _add(self, key: tuple, w: int, saturated: int, seen: int) -> None:
+        rows = self.counts.setdefault(key, [])
+        while len(rows) <= w:
+            rows.append([0, 0])
+        rows[w][0] += saturated
+        rows[w][1] += seen
+
+    def summary(self) -> list[dict]:
+        """One row per (direction, point, gate): totals and the fraction saturated, plus the per-window counts."""
+        out = []
+        for (d, point, gate), rows in sorted(self.counts.items(), key=lambda kv: (kv[0][0], POINTS.index(
+                kv[0][1]) if kv[0][1] in POINTS else 99, kv[0][2] or "")):
+            sat, seen = sum(r[0] for r in rows), sum(r[1] for r in rows)
+            out.append({"direction": d, "point": point, "gate": gate, "saturated": sat, "values": seen,
+                        "fraction": sat / seen if seen else 0.0, "windows": [list(r) for r in rows]})
+        return out
+
+
+def observer_for(settings: Calibration, points: Iterable[str]) -> RangeObserver:
+    """The observer a target records ``points`` with: a :class:`RangeObserver` for the min/max recipes ("sdk",
+    "minmax"), else a :class:`HistogramObserver`."""
+    if settings.method in ("sdk", "minmax"):
+        return RangeObserver(points)
+    return HistogramObserver(points, settings.bins)
+
+
+def chosen_range(settings: Calibration, observer: RangeObserver | None, point: str, direction: int = 0,
+                 gate: int | None = None, *, bits: int, symmetric: bool, sdk: tuple[float, float] | None = None,
+                 histogram: ValueHistogram | None = None) -> tuple[float, float]:
+    """The range ``settings`` chooses for the values ``observer`` saw at ``point`` (direction, gate), or for the
+    values of ``histogram`` when given: ``sdk`` for the target's own recipe, the observed min/max for "sdk"
+    without one and "minmax" (widened to contain 0; symmetric: ±max|v|), else
+    :func:`~fusedrnn.cells.calibration.choose_range` over the point's histogram."""
+    if histogram is not None:
+        return choose_range(settings, histogram, bits=bits, symmetric=symmetric, sdk=sdk)
+    if settings.method == "sdk" and sdk is not None:
+        return sdk
+    if settings.method in ("sdk", "minmax"):
+        r = observer.ranges(point)
+        index = (direction,) if gate is None else (direction, gate)
+        lo, hi, am = float(r.min[index]), float(r.max[index]), float(r.absmax[index])
+        return (-am, am) if symmetric else (min(lo, 0.0), max(hi, 0.0))  # the ranges of an "sdk" recipe
+    h = observer.histogram(point, direction, gate)  # a HistogramObserver (observer_for)
+    return choose_range(settings, h, bits=bits, symmetric=symmetric)
+
+
+__all__ = ["GATE_POINTS", "POINTS", "HistogramObserver", "Observer", "Range", "RangeObserver", "SaturationCounter",
+           "chosen_range", "observer_for", "wanted_points"]

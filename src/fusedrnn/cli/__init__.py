@@ -1,5 +1,5 @@
-"""The ``fusedrnn`` command line: ``--version``, ``targets``, ``run``, ``compare``, ``export-vectors``, ``convert``
-and ``bench``."""
+"""The ``fusedrnn`` command line: ``--version``, ``targets``, ``run``, ``compare``, ``export-vectors``, ``convert``,
+``diagnose`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import click
 from .. import __version__
 from .bench_cmd import bench
 from .convert_cmd import convert
+from .diagnose_cmd import diagnose_cmd
 from .export_cmd import export_vectors
 from .run_cmd import compare, run
 from .targets_cmd import targets
@@ -25,6 +26,7 @@ main.add_command(run)
 main.add_command(compare)
 main.add_command(export_vectors)
 main.add_command(convert)
+main.add_command(diagnose_cmd)
 main.add_command(bench)
 
 __all__ = ["main"]

@@ -36,11 +36,13 @@ This module is the facade; each job has its own module:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import onnx
 
 from .. import targets as _targets
+from ..cells.calibration import Calibration
 from ..errors import AttributeValueError, DTypeError, InputError, ShapeError, UnsupportedFeatureError
 from ..targets import Target
 from .onnx_emulation import LazyEmulations, NodeFailure, calibrate_nodes, describe, node_function
@@ -61,16 +63,23 @@ class Model:
         sig = signature(proto)
         self._inputs, self._optional_inputs, self._outputs = sig.inputs, sig.optional_inputs, sig.outputs
         self._executor = choose_executor(executor, proto, self._optional_inputs, self._shared)
+        self._emulations = emulations
         self._runner = self._make_runner(self._target, emulations)
 
     def _ort_graph(self):
         """The model rewritten for onnxruntime, shared with every ``to()`` copy (its failure is raised again)."""
         return ort_graph(self._proto, self._optional_inputs, self._shared)
 
-    def _make_runner(self, target: Target | None, emulations: dict | None = None, recorder: Recorder | None = None):
+    def _make_runner(self, target: Target | None, emulations: dict | None = None, recorder: Recorder | None = None,
+                     tap=None):
         """A function ``(output names, feeds) -> outputs`` running the model on this model's executor."""
         return make_runner(self._executor, self._proto, self._optional_inputs, self._shared,
-                           node_function(target, emulations, recorder), describe(target, emulations))
+                           node_function(target, emulations, recorder, tap), describe(target, emulations))
+
+    def _runner_with(self, run_node, how: str):
+        """A runner whose recurrent nodes go through ``run_node(node, inputs, attributes)`` (diagnosis mixes
+        emulated and float nodes)."""
+        return make_runner(self._executor, self._proto, self._optional_inputs, self._shared, run_node, how)
 
     @property
     def proto(self) -> onnx.ModelProto:
@@ -101,16 +110,23 @@ class Model:
         """Names (or first output names) of the nodes that run on fusedrnn, subgraphs included."""
         return [n.name or node_key(n) for n in recurrent_nodes(self._proto.graph)]
 
-    def to(self, target: Target | str | None, calibration=None) -> Model:
+    def to(self, target: Target | str | None, calibration=None, *, keep_float: Sequence[str] = ()) -> Model:
         """The same model with every LSTM / GRU / RNN node computed on ``target`` (a name, a
         :class:`~fusedrnn.targets.Target`, or None for native precision).
 
         Quantized targets need ``calibration``: feeds (a dict, or a list of dicts) that the float model is run
-        on; each recurrent node is calibrated on the inputs it received there (its X, in the node's layout) and
-        runs as its own layer on the target. A node the target cannot express raises
+        on, or a :class:`~fusedrnn.Calibration` holding them with the method that chooses the quantized ranges
+        (and per-node methods); each recurrent node is calibrated on the inputs it received there (its X, in the
+        node's layout) and runs as its own layer on the target. ``keep_float``: names of recurrent nodes that
+        stay in float (mixed precision). A node the target cannot express raises
         :class:`~fusedrnn.errors.UnsupportedFeatureError` listing every such node and why."""
         t = None if target is None else _targets.get(target)
         same = {"executor": self._executor, "_shared": self._shared}
+        self._check_node_names(keep_float, "keep_float")
+        settings = calibration if isinstance(calibration, Calibration) else None
+        if settings is not None:
+            self._check_node_names(settings.per_node, "calibration.per_node")
+            calibration = settings.inputs
         if t is None or t.prepare is None:
             return Model(self._proto, t, **same)  # float targets ignore calibration data
         if calibration is None:
@@ -123,8 +139,15 @@ class Model:
         recorder = self._make_runner(None, recorder=recorded)
         for feeds in batches:
             self._run_with(recorder, feeds, None)
-        emulations = calibrate_nodes(self._proto, recorded, t)
+        emulations = calibrate_nodes(self._proto, recorded, t, settings, keep_float)
         return Model(self._proto, t, emulations, **same)
+
+    def _check_node_names(self, names, argument: str) -> None:
+        known = set(self.recurrent_nodes) | {node_key(n) for n in recurrent_nodes(self._proto.graph)}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise AttributeValueError(f"{argument}: unknown recurrent node(s) {unknown}; the model's recurrent "
+                                      f"nodes are {self.recurrent_nodes}")
 
     def _check_feeds(self, feeds) -> dict:
         if not isinstance(feeds, dict):

@@ -10,7 +10,7 @@ inputs recorded on the float model (:mod:`fusedrnn.frontends.onnx_record`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
@@ -68,14 +68,16 @@ def describe(target: Target | None, emulations: dict | None) -> str:
     return "native precision" if target is None else "target " + target.name
 
 
-def node_function(target: Target | None, emulations: dict | None = None, recorder: Recorder | None = None):
+def node_function(target: Target | None, emulations: dict | None = None, recorder: Recorder | None = None,
+                  tap=None):
     """The function ``(node, inputs, attributes) -> outputs`` that runs a recurrent node on fusedrnn, for both
     executors. ``inputs`` holds one entry per ONNX input slot (None where omitted), ``attributes`` the node's
     attributes as onnx gives them; the outputs keep X's element type. A FusedRNNError leaves as NodeFailure.
 
     Float targets (no ``prepare``) call :mod:`fusedrnn.ops` with the target's compute dtype and rounding policy.
     With ``emulations`` ({node key: NodeEmulation}) each node runs its calibrated layer instead. With
-    ``recorder`` every call's float inputs are recorded (for calibration)."""
+    ``recorder`` every call's float inputs are recorded (for calibration); ``tap(node, outputs)`` sees every
+    node's outputs (for diagnosis)."""
     options = {} if target is None or emulations is not None else {"dtype": target.dtype,
                                                                     "rounding": target.rounding}
     native = target is None and emulations is None and recorder is None  # a quantized node needs no float form
@@ -103,7 +105,10 @@ def node_function(target: Target | None, emulations: dict | None = None, recorde
         except FusedRNNError as exc:
             raise NodeFailure(node, exc) from exc
         dtype = np.asarray(inputs[0]).dtype
-        return tuple(np.asarray(o, dtype=dtype) for o in outputs[: len(node.output)])
+        result = tuple(np.asarray(o, dtype=dtype) for o in outputs[: len(node.output)])
+        if tap is not None:
+            tap(node, result)
+        return result
 
     return run_node
 
@@ -144,9 +149,10 @@ def run_emulated(node, emulations: dict, X, W, R, optional, attrs) -> tuple:
     return (y, *states)
 
 
-def calibrate_node(node, calls: list, target: Target) -> NodeEmulation:
+def calibrate_node(node, calls: list, target: Target | None, calibration=None) -> NodeEmulation:
     """The node's layer (from the weights of its first call) emulated on ``target``, calibrated on the X of
-    every recorded call."""
+    every recorded call (with the method of ``calibration``, a :class:`~fusedrnn.cells.calibration.Calibration`,
+    when given); with ``target`` None the float layer itself (a node kept in float)."""
     X, W, R, *optional = calls[0]
     B = optional[0] if optional else None
     P = optional[4] if len(optional) > 4 else None
@@ -156,20 +162,32 @@ def calibrate_node(node, calls: list, target: Target) -> NodeEmulation:
     if any(not np.array_equal(c[1], W) or not np.array_equal(c[2], R) for c in calls[1:]):
         raise UnsupportedFeatureError("W, R: the weights changed between calibration runs; a quantized target "
                                       "needs constant weights")
-    return NodeEmulation(layer.to(target, calibration=[np.asarray(c[0]) for c in calls]), (W, R, B, P))
+    if target is None:
+        return NodeEmulation(layer, (W, R, B, P))
+    xs = [np.asarray(c[0]) for c in calls]
+    if calibration is not None:
+        xs = replace(calibration.for_node(node.name or node_key(node)), inputs=xs)
+    return NodeEmulation(layer.to(target, calibration=xs), (W, R, B, P))
 
 
-def calibrate_nodes(proto: onnx.ModelProto, recorded: Recorder, target: Target) -> dict:
+def calibrate_nodes(proto: onnx.ModelProto, recorded: Recorder, target: Target, calibration=None,
+                    keep_float=()) -> dict:
     """{node key: NodeEmulation} for every recorded node that does not run natively on ``target``; a node the
-    target cannot express raises UnsupportedFeatureError listing every such node and why."""
+    target cannot express raises UnsupportedFeatureError listing every such node and why. ``calibration``: the
+    :class:`~fusedrnn.cells.calibration.Calibration` settings (method, per node); ``keep_float``: names (or
+    keys) of nodes that stay in float."""
     nodes = {node_key(n): n for n in recurrent_nodes(proto.graph)}
+    floats = set(keep_float)
     emulations, problems = {}, []
     for key, calls in recorded.items():
         node = nodes[key]
+        if node.name in floats or key in floats:
+            emulations[key] = calibrate_node(node, calls, None)
+            continue
         if target.name in recurrent_op(node).native_targets:
             continue  # runs its own quantized arithmetic on this target
         try:
-            emulations[key] = calibrate_node(node, calls, target)
+            emulations[key] = calibrate_node(node, calls, target, calibration)
         except FusedRNNError as exc:
             problems.append(f"{node_label(node)}: {exc}")
     if problems:

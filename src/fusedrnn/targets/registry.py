@@ -88,9 +88,17 @@ class Prepared:
     tuple form. Subclasses implement :meth:`run` over all rows at once and keep, as typed attributes, the state
     exporters read (MLI's per-direction tensors, LiteRT's kernels, ...). ``splitter`` (None, or e.g.
     :class:`fusedrnn.targets.batch_split.RowSplitter`) may run a call's rows in parts; results are identical.
+
+    ``probe``: None, or a :class:`~fusedrnn.cells.observers.SaturationCounter` that a target whose
+    ``counts_saturation`` is True feeds with its integer gate pre-activations, cell and hidden states while it
+    runs (on its NumPy loop: counting never slows a call made without a probe). ``ranges``: {tensor: (lo, hi)}
+    per direction, the float ranges the quantization was chosen for (``settings``: the
+    :class:`~fusedrnn.cells.calibration.Calibration` used), where the target reports them.
     """
 
     splitter: Callable | None = None
+    probe = None
+    counts_saturation: bool = False
 
     def __init__(self, spec: CellSpec):
         self.spec = spec
@@ -100,7 +108,7 @@ class Prepared:
         raise NotImplementedError
 
     def __call__(self, x: np.ndarray, states: tuple, lens: np.ndarray | None) -> tuple[np.ndarray, tuple]:
-        if self.splitter is None:
+        if self.splitter is None or self.probe is not None:  # a probe counts steps in order, on one thread
             return self.run(x, states, lens)
         return self.splitter(self.run, x, states, lens)
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..cells.observers import RangeObserver
+from ..cells.calibration import histogram_of, settings_of
+from ..cells.observers import chosen_range, observer_for
 from ..cells.spec import CellSpec, direction_spec, run_spec
 from ..errors import AttributeValueError, UnsupportedFeatureError
 from ..numerics import gemmlowp
@@ -119,6 +120,11 @@ class LstmStats:
     c_absmax: float
     gate_absmax: list
 
+    def ranges(self) -> dict[str, tuple[float, float]]:
+        """{tensor: (lo, hi)}: the input x, the stored output h, m = o·act(c) and the cell."""
+        return {"input": (self.x_min, self.x_max), "output": (self.h_min, self.h_max),
+                "hidden": (self.m_min, self.m_max), "cell": (-self.c_absmax, self.c_absmax)}
+
 
 LstmRanges = LstmStats
 """The name the standard-LSTM recipe uses for the same ranges."""
@@ -127,22 +133,28 @@ LstmRanges = LstmStats
 def calibrate_direction(spec: CellSpec, d: int, xs: list[np.ndarray], *, reverse: bool | None = None) -> LstmStats:
     """The ranges of direction d over calibration sequences xs (each [T, B, I], from zero states) that TFLite's
     integer LSTM quantization needs (litert.md section 4), recorded by the float engine (float64) at its named
-    points; ``reverse`` overrides the direction's reading order. h and m ranges include 0."""
+    points; ``reverse`` overrides the direction's reading order. h and m ranges include 0. Calibration inputs
+    that carry :class:`~fusedrnn.cells.calibration.Calibration` settings choose the x, h, m and cell ranges by
+    their method (the gates' ranges stay max |.|)."""
+    settings = settings_of(xs)
     one = direction_spec(spec, d)
     if reverse is not None:
         one = replace(one, direction="reverse" if reverse else "forward")
-    observer = RangeObserver(points=("preact", "cell", "hidden", "output"))
+    observer = observer_for(settings, ("preact", "cell", "hidden", "output"))
     for x in xs:
         B = x.shape[1]
         states = (np.zeros((1, B, spec.output_size)), np.zeros((1, B, spec.hidden_size)))
         run_spec(one, np.ascontiguousarray(x, np.float64), states, observer=observer)
-    pre, cell, m, h = (observer.ranges(p) for p in ("preact", "cell", "hidden", "output"))
-    gate_absmax = [float(v) for v in pre.absmax[0]]
+    gate_absmax = [float(v) for v in observer.ranges("preact").absmax[0]]
     if spec.coupling == "cifg":
         gate_absmax[0] = 0.0  # no input gate: i = 1 - f
-    return LstmStats(min(float(x.min()) for x in xs), max(float(x.max()) for x in xs),
-                     min(float(h.min[0]), 0.0), max(float(h.max[0]), 0.0),
-                     min(float(m.min[0]), 0.0), max(float(m.max[0]), 0.0), float(cell.absmax[0]), gate_absmax)
+    x_range = (min(float(x.min()) for x in xs), max(float(x.max()) for x in xs))
+    if settings.method not in ("sdk", "minmax"):
+        x_range = chosen_range(settings, None, "input", bits=8, symmetric=False,
+                               histogram=histogram_of(list(xs), settings.bins))
+    h_range, m_range = (chosen_range(settings, observer, p, bits=8, symmetric=False) for p in ("output", "hidden"))
+    c_absmax = chosen_range(settings, observer, "cell", bits=16, symmetric=True)[1]
+    return LstmStats(*x_range, *h_range, *m_range, c_absmax, gate_absmax)
 
 
 def cell_scale_exponent(c_absmax: float) -> int:

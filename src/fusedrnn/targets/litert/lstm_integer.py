@@ -272,12 +272,14 @@ class IntegerLstmKernel:
             out[t0:t0 + n // B] = a.reshape(-1, B, GH)
         return out
 
-    def run(self, x: np.ndarray, state, *, reverse: bool = False, aux=None, engine: str = "auto"):
+    def run(self, x: np.ndarray, state, *, reverse: bool = False, aux=None, engine: str = "auto", probe=None):
         """x int8 [T, B, n_input]; returns (y int8 [T, B, n_output], (h int8, c int16)).
 
         ``engine``: "auto" (the compiled loop of :mod:`._compiled` when it loads, else NumPy), "numpy" or
-        "compiled" (RuntimeError when unavailable); both give the same bits."""
-        lib = _compiled.library(engine)
+        "compiled" (RuntimeError when unavailable); both give the same bits. ``probe`` (a
+        :meth:`SaturationCounter.probe <fusedrnn.cells.observers.SaturationCounter.probe>` function) sees each
+        step's int16 gate pre-activations (before they saturate), cell and h, on the NumPy loop."""
+        lib = _compiled.library("numpy" if probe is not None else engine)
         if lib is not None and self.W.dtype is not None and x.shape[0] > 0:
             out = _compiled.run(lib, self, x, state, reverse)
             if out is not None:
@@ -304,7 +306,10 @@ class IntegerLstmKernel:
         sig = np.empty((B, nsig), np.int32)
         g = np.empty((B, H), np.int32)
         fbuf = None if self.R.dtype is None else np.empty((B, G * H), self.R.dtype)
-        for s in (range(T - 1, -1, -1) if reverse else range(T)):
+        letters = "".join(GATES[k] for k in self.gates)  # the gate columns' canonical letters
+        c_lim = self.qcell_clip if self.qcell_clip > 0 else 32767
+        h_lim = (-self.qproj_clip, self.qproj_clip) if self.proj and self.qproj_clip > 0 else (-128, 127)
+        for step, s in enumerate(range(T - 1, -1, -1) if reverse else range(T)):
             _exact_product(self.R, h8, gate, fbuf)
             if self.rec_fits:
                 self.rec_req.inplace(gate, mask, self.rec_bias_q, self.rec_bias)
@@ -313,6 +318,8 @@ class IntegerLstmKernel:
                 gate[...] = core.wrap(gate, 32)
                 self.rec_req.inplace(gate, mask)
             gate += gin[s]  # the sum of two saturated int16 terms; saturated below (look-up or clip)
+            if probe is not None:
+                probe("preact", step, gate.reshape(B, G, H), -32768, 32767, letters)
             if fast:
                 np.take(self.sig_sat, gate[:, :nsig], out=sig, mode="wrap")
                 np.take(self.tanh3_sat, gate[:, nsig:], out=g, mode="wrap")
@@ -363,5 +370,8 @@ class IntegerLstmKernel:
                 m += self.zp_hid
                 h = core.sat(m, 8, out=m)
             h8 = h.astype(np.int8)
+            if probe is not None:
+                probe("cell", step, c, -c_lim - (c_lim == 32767), c_lim)
+                probe("hidden", step, h8, *h_lim)
             y[s] = h8
         return y, (h8, c.astype(np.int16))

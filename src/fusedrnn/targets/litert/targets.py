@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...cells.calibration import settings_of
 from ...cells.spec import CellSpec
 from ...errors import UnsupportedFeatureError
 from ...numerics.affine import tflite_symmetric_quantize
@@ -59,6 +60,7 @@ class LstmPrepared(Prepared):
         super().__init__(spec)
         self.kernels = kernels
         self.integer = kernels[0].kind == "integer"
+        self.counts_saturation = self.integer
         self._q = [_lstm_qparams(k.t) for k in kernels] if self.integer else None
         # rows are independent sequences for the 8x8_16 kernel, except its peephole quirk with a projection (the
         # peephole runs over flat [B*H] buffers, see IntegerLstmKernel._peephole); the hybrid kernel quantizes the
@@ -81,7 +83,8 @@ class LstmPrepared(Prepared):
                 deq = ((np.arange(-128, 128) - zh) * sh).astype(dt)  # every int8 output value, dequantized
                 xq = quantize_values(x, sx, zx, np.int8)
                 st = (quantize_values(h0[d], sh, zh, np.int8), quantize_values(c0[d], sc, 0, np.int16))
-                y, (h, c) = k.run(xq, st, reverse=rev[d])
+                y, (h, c) = k.run(xq, st, reverse=rev[d],
+                                  **({} if self.probe is None else {"probe": self.probe.probe(d)}))
                 np.take(deq, y.astype(np.intp) + 128, out=Y[:, d])
                 hs.append(deq[h.astype(np.intp) + 128])
                 cs.append(c.astype(np.float64) * sc)
@@ -126,7 +129,11 @@ def _lstm_prepare(spec: CellSpec, calibration, mode: str) -> LstmPrepared:
             else:
                 t = float_tensors(float_direction(spec, d), hybrid=mode == "litert-hybrid", diagonal=spec.diagonal)
         kernels.append(make_lstm_kernel(t, opts))
-    return LstmPrepared(spec, kernels)
+    prepared = LstmPrepared(spec, kernels)
+    if kept is None and mode == "litert-int8x16":
+        prepared.settings = settings_of(calibration)
+        prepared.ranges = [st.ranges() for st in stats]
+    return prepared
 
 
 def _lstm_qparams(t):

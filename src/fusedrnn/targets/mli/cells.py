@@ -224,19 +224,25 @@ def _keep_invalid(valid, s: int, new, old):
     return new if valid is None else np.where(valid[s][:, None], new, old)
 
 
+LSTM_CANONICAL = [LSTM_GATE[g] for g in "ifgo"]  # MLI's gate blocks in the canonical order (i, f, g, o)
+
+
 def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: bool, luts: dict[str, Lut],
-                  full_accu: bool, mode: str, valid=None, cache: dict | None = None, engine: str = "auto"):
+                  full_accu: bool, mode: str, valid=None, cache: dict | None = None, engine: str = "auto",
+                  probe=None):
     """Run the MLI LSTM cell over x [T, B, N] from (h0, c0) [B, M].
 
     ``act`` "tanh" | "sigm" | "none" (output activation). Returns (Y [T, B, M] in processing order, h [B, M],
     c [B, M]). ``valid`` [T, B] bool (processing order) freezes rows whose step is invalid (padding); ``cache``
     (a dict owned by the caller) keeps the prepared weight matrices between calls with the same weights.
     ``engine`` "auto" (the compiled loop when it loads, else NumPy), "numpy" or "compiled" (RuntimeError when the
-    kernel cannot be built)."""
+    kernel cannot be built). ``probe`` (a :meth:`SaturationCounter.probe <fusedrnn.cells.observers.
+    SaturationCounter.probe>` function) sees each step's IR gate pre-activations, cell and h on the NumPy loop."""
     flavor = q.flavor
     T, B, _ = x.shape
     all4 = np.arange(4)
-    lib = C.library(engine)
+    lib = C.library("numpy" if probe is not None else engine)
+    io_lo, io_hi = A.lim(D.IO_BITS[flavor])
     M, qir, r0, rmat, wrap = _lstm_ir_inputs(x, Wi, Wo, bias, q, all4, full_accu, mode, cache, lib)
     h, c = A.i64(h0).copy(), A.i64(c0).copy()
     qh = q.h0
@@ -261,6 +267,11 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
         else:
             a, qa = _act(act, cn, q.cell, flavor, luts, mode)
             hn = _mul(a, qa, o, qs, q.out, flavor, mode)
+        if probe is not None:
+            rows = slice(None) if valid is None else valid[s]
+            probe("preact", s, ir[rows][:, LSTM_CANONICAL], io_lo, io_hi, "ifgo")
+            probe("cell", s, cn[rows], io_lo, io_hi)
+            probe("hidden", s, hn[rows], io_lo, io_hi)
         h, c = _keep_invalid(valid, s, hn, h), _keep_invalid(valid, s, cn, c)
         Y[s] = h
         if s == 0 and qh != q.out:

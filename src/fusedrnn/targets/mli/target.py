@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import conventions
-from ...cells.observers import RangeObserver
+from ...cells.calibration import SDK, Calibration, choose_range, histogram_of, settings_of
+from ...cells.observers import chosen_range, observer_for
 from ...cells.recurrence import reverse_valid_prefix
 from ...cells.spec import CellSpec, direction_spec, run_spec
 from ...errors import UnsupportedFeatureError
@@ -80,29 +81,39 @@ def _real(m, f):
     return np.ldexp(np.asarray(m, np.float64), -np.asarray(f, np.int64))
 
 
-def _float_cell_max(spec: CellSpec, d: int, x: np.ndarray) -> float:
-    """max |c_t| of the float LSTM's direction d over the calibration x [T, B, I] from zero states — the cell
-    range to quantize (the float engine in float64, observed at its ``cell`` point)."""
+def _float_cell_max(spec: CellSpec, d: int, x: np.ndarray, settings: Calibration = SDK,
+                    bits: int = 16) -> float:
+    """The |c_t| bound of the float LSTM's direction d over the calibration x [T, B, I] from zero states that the
+    cell is quantized for: max |c_t| (the float engine in float64, observed at its ``cell`` point), or the bound
+    ``settings``' calibration method chooses."""
     one = direction_spec(spec, d)
-    observer = RangeObserver(points=("cell",))
+    observer = observer_for(settings, ("cell",))
     zeros = np.zeros((1, x.shape[1], spec.hidden_size))
     run_spec(one, np.ascontiguousarray(x, np.float64), (zeros, zeros), observer=observer)
-    return float(observer.ranges("cell").absmax[0])
+    return chosen_range(settings, observer, "cell", bits=bits, symmetric=True)[1]
 
 
 class _Direction:
     """Quantized weights and parameters of one direction."""
 
-    def __init__(self, spec: CellSpec, d: int, flavor: str, x_rows: np.ndarray, x_seq: np.ndarray):
+    def __init__(self, spec: CellSpec, d: int, flavor: str, x_rows: np.ndarray, x_seq: np.ndarray,
+                 settings: Calibration = SDK):
         cell, G = spec.cell, spec.gate_count
         Wi = _mli_gates(spec.W[d], cell).transpose(0, 2, 1)  # [G, I, H]
         Wo = _mli_gates(spec.R[d], cell).transpose(0, 2, 1)  # [G, H, H]
         b = _mli_gates(spec.bias_sum(d), cell)  # [G, H]
         self.flavor = flavor
         self.cache: dict = {}  # prepared GEMM operands, reused by every call
-        cmax = _float_cell_max(spec, d, x_seq) * HEADROOM if cell == "lstm" else 0.0
+        sdk = settings.method == "sdk"
+        bits = 8 if flavor == "sa8" else 16
+        cmax = _float_cell_max(spec, d, x_seq, settings, bits) * (HEADROOM if sdk else 1.0) if cell == "lstm" else 0.0
+        self.ranges = {"cell": (-cmax, cmax)} if cell == "lstm" else {}  # what each tensor is quantized over
+        x_hist = None if settings.method in ("sdk", "minmax") else histogram_of(x_rows, settings.bins)
         if flavor == "sa8":
             lo, hi = min(float(x_rows.min()), 0.0), max(float(x_rows.max()), 0.0)
+            if x_hist is not None:
+                lo, hi = choose_range(settings, x_hist, bits=8, symmetric=False)
+            self.ranges["input"] = (lo, hi)
             if hi - lo <= 0:
                 hi = lo + 1.0
             m_in, f_in = _sa_scale((hi - lo) / 255.0)
@@ -128,7 +139,11 @@ class _Direction:
             self.q = CellQuant("sa8", self.p_in, self.p_out, self.p_out, qwi, qwo, cell=self.p_cell)
         else:
             wbits = 16 if flavor == "fx16" else 8
-            f_in = _fx_frac(float(np.abs(x_rows).max()), 16)
+            x_amax = float(np.abs(x_rows).max())
+            if x_hist is not None:
+                x_amax = choose_range(settings, x_hist, bits=16, symmetric=True)[1]
+            self.ranges["input"] = (-x_amax, x_amax)
+            f_in = _fx_frac(x_amax, 16)
             f_wi = _fx_frac(float(np.abs(Wi).max()), wbits)
             f_wo = _fx_frac(float(np.abs(Wo).max()), wbits)
             f_b = min(_fx_frac(float(np.abs(b).max()), wbits), f_in + f_wi)
@@ -163,7 +178,7 @@ class _Direction:
 
 class MliPrepared(Prepared):
     """A cell on the MLI 2.0 kernels: ``directions`` holds each direction's quantized tensors and parameters
-    (:class:`_Direction`), ``luts`` the tanh / sigm tables."""
+    (:class:`_Direction`), ``luts`` the tanh / sigm tables. LSTMs count saturation (``probe``)."""
 
     def __init__(self, spec: CellSpec, flavor: str, xs: list[np.ndarray]):
         super().__init__(spec)
@@ -171,7 +186,10 @@ class MliPrepared(Prepared):
             raise UnsupportedFeatureError("layer: MLI's GRU applies the reset gate before the recurrent matmul; "
                                           "linear_before_reset=True cannot be expressed")
         rows, seq = _calibration_rows(xs), _calibration_sequences(xs)
-        self.directions = [_Direction(spec, d, flavor, rows, seq) for d in range(spec.num_directions)]
+        self.settings = settings_of(xs)
+        self.counts_saturation = spec.cell == "lstm"
+        self.directions = [_Direction(spec, d, flavor, rows, seq, self.settings) for d in range(spec.num_directions)]
+        self.ranges = [q.ranges for q in self.directions]
         self.luts = {"tanh": make_lut("tanh"), "sigm": make_lut("sigm")}
         self.splitter = RowSplitter(macs_per_row_step(spec))
 
@@ -192,8 +210,9 @@ class MliPrepared(Prepared):
             core_rev = rev and valid is None
             if cell == "lstm":
                 c0 = q.quantize(states[1][d], q.q.cell)
+                probe = None if self.probe is None else self.probe.probe(d)
                 Yq, h, c = lstm_sequence(xq, h0, c0, q.Wi, q.Wo, q.b, q.q, act="tanh", reverse=core_rev,
-                                         valid=valid, **kw)
+                                         valid=valid, probe=probe, **kw)
                 cs.append(q.dequantize(c, q.q.cell))
             elif cell == "gru":
                 Yq, h = gru_sequence(xq, h0, q.Wi, q.Wo, q.b, q.q, reverse=core_rev, valid=valid, **kw)

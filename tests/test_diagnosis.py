@@ -90,7 +90,8 @@ def test_mse_threshold_minimises_the_squared_error_on_the_samples():
     # the histogram form is the same sum written over bins
     counts, edges = h.absolute()
     centres = (edges[:-1] + edges[1:]) / 2
-    direct = sum(c * ((x - 3.0) ** 2 if x > 3.0 else (6.0 / 255) ** 2 / 12) for x, c in zip(centres, counts, strict=True))
+    noise = (6.0 / 255) ** 2 / 12
+    direct = sum(c * ((x - 3.0) ** 2 if x > 3.0 else noise) for x, c in zip(centres, counts, strict=True))
     assert math.isclose(mse_of_threshold(centres, counts, 3.0, 8), direct, rel_tol=1e-9)
 
 

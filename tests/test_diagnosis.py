@@ -356,3 +356,77 @@ def test_cli_diagnose_json_and_report(small_model, tmp_path):
     bad = CliRunner().invoke(main, ["diagnose", str(path), "--data", str(tmp_path / "d.npz"),
                                     "--calibration-method", "nope"])
     assert bad.exit_code == 2 and "--calibration-method: expected [TARGET:][NODE=]METHOD" in bad.output
+
+
+# ---- on-target bundles ----------------------------------------------------------------------------------------
+def _export(tmp_path, model, cal, data, target):
+    import onnx
+
+    path = tmp_path / "enc.onnx"
+    onnx.save(model.proto, path)
+    np.savez(tmp_path / "d.npz", **data)
+    np.savez(tmp_path / "c.npz", **cal)
+    out = tmp_path / target
+    res = CliRunner().invoke(main, ["export-vectors", str(path), "-t", target, "--input", str(tmp_path / "d.npz"),
+                                    "--calibration", str(tmp_path / "c.npz"), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out, json.loads((out / "manifest.json").read_text())
+
+
+def _emulated_traces(model, cal, data, target):
+    """The integer tensors of every node, traced on a model emulated in-process from the same calibration."""
+    emulated = model.to(target, calibration=cal)
+    layers = {k: e.layer for k, e in emulated._emulations.items()}
+    for layer in layers.values():
+        layer.prepared.trace = {}
+    emulated.run(data)
+    return {k: layer.prepared.trace for k, layer in layers.items()}
+
+
+def test_mli_bundle_reproduces_the_emulated_tensors(small_model, tmp_path):
+    from fusedrnn.mli import current_build
+    from fusedrnn.targets.mli.cells import CellQuant, lstm_sequence
+    from fusedrnn.targets.mli.luts import make_lut
+
+    model, cal, data = small_model
+    out, manifest = _export(tmp_path, model, cal, data, "mli2-sa8")
+    assert [e["node"] for e in manifest["nodes"]] == ["lstm0", "lstm1", "lstm2"]
+    assert all(f in manifest["files"] for e in manifest["nodes"] for f in e["files"])
+    traces = _emulated_traces(model, cal, data, "mli2-sa8")
+    bld = current_build()
+    luts = {"tanh": make_lut("tanh"), "sigm": make_lut("sigm")}
+    for entry, key in zip(manifest["nodes"], ("Y0", "Y1", "Y2"), strict=True):
+        b = np.load(out / f"node_{entry['node']}.npz")
+        for name in ("x", "h0", "c0", "y", "h", "c"):
+            assert np.array_equal(b[f"d0_{name}"], traces[key][0][name]), name
+        # the bundle alone is enough to run the kernel again and get the same bits
+        p = {k[3:]: b[k] for k in b.files if k.startswith("d0_")}
+        sa = {t: tuple(int(p[f"{t}_{f}"]) for f in ("scale", "zero_point", "scale_frac_bits"))
+              for t in ("in", "out", "cell")}
+        q = CellQuant("sa8", sa["in"], sa["out"], sa["out"],
+                      (p["weights_in_scale"].astype(np.int64), p["weights_in_scale_frac_bits"].astype(np.int64)),
+                      (p["weights_out_scale"].astype(np.int64), p["weights_out_scale_frac_bits"].astype(np.int64)),
+                      cell=sa["cell"])
+        y, h, c = lstm_sequence(p["x"].astype(np.int64), p["h0"].astype(np.int64), p["c0"].astype(np.int64),
+                                p["weights_in"].astype(np.int64), p["weights_out"].astype(np.int64),
+                                p["bias"].astype(np.int64), q, act="tanh", reverse=False, luts=luts,
+                                full_accu=bld.full_accu, mode=bld.mode, engine="numpy")
+        assert np.array_equal(y, p["y"]) and np.array_equal(h, p["h"]) and np.array_equal(c, p["c"])
+        header = (out / f"node_{entry['node']}.h").read_text()
+        assert f"NODE_{entry['node'].upper()}_L0_D0_IN_SCALE {sa['in'][0]}" in header
+
+
+def test_litert_bundle_runs_in_the_interpreter(small_model, tmp_path):
+    interpreter = pytest.importorskip("ai_edge_litert.interpreter")
+    model, cal, data = small_model
+    out, manifest = _export(tmp_path, model, cal, data, "litert-int8x16")
+    traces = _emulated_traces(model, cal, data, "litert-int8x16")
+    for entry, key in zip(manifest["nodes"], ("Y0", "Y1", "Y2"), strict=True):
+        b = np.load(out / f"node_{entry['node']}.npz")
+        for name in ("x", "h0", "c0", "y", "h", "c"):
+            assert np.array_equal(b[f"d0_{name}"], traces[key][0][name]), name
+        it = interpreter.Interpreter(model_path=str(out / f"node_{entry['node']}.tflite"))
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], b["d0_x"])
+        it.invoke()
+        assert np.array_equal(it.get_tensor(it.get_output_details()[0]["index"]), b["d0_y"])

@@ -35,6 +35,7 @@ from .. import targets as registry
 from ..errors import FusedRNNError
 from ..frontends import onnx as fonnx
 from ..frontends.c_source import c_array, c_header, c_identifier, c_names  # noqa: F401 - re-exported
+from .bundle import traced_layers, write_bundles
 from .common import CLIError, delayed_progress
 from .feeds import CALIBRATION_SAMPLES, calibration_subset, load_feeds
 from .staging import staged_folder
@@ -113,7 +114,9 @@ def export_vectors(model_path: Path, target_name: str, input_path: Path, out_dir
                    samples: int | None) -> None:
     """Run MODEL on target NAME and write golden vectors into DIR: the inputs and the target's outputs as
     inputs.npz / outputs.npz (bit for bit), as C headers inputs.h / outputs.h, and manifest.json (model,
-    target, calibration source, fusedrnn version, sha256 of each file)."""
+    target, calibration source, fusedrnn version, sha256 of each file). On an integer target (MLI 2.0, LiteRT
+    8x8_16) also a bundle per recurrent node: its integer inputs, outputs and states, weights and quantization
+    parameters (node_<name>.npz), the C header or .tflite of the node, listed in the manifest."""
     try:
         target = registry.get(target_name)
     except FusedRNNError as exc:
@@ -144,6 +147,7 @@ def export_vectors(model_path: Path, target_name: str, input_path: Path, out_dir
         try:
             steps.begin(f"{target.name}: preparing")
             runner = model.to(target, calibration=cal)
+            traced = traced_layers(runner)  # integer targets: each node's integer tensors for the bundle
             steps.advance()
             steps.begin(f"{target.name}: running")
             outputs = runner.run(feeds)
@@ -166,6 +170,8 @@ def export_vectors(model_path: Path, target_name: str, input_path: Path, out_dir
                     raise CLIError(f"C header: {exc}") from None
                 for name, text in headers.items():
                     (stage / name).write_text(text, encoding="ascii")
+                node_files, node_entries = write_bundles(stage, traced, lambda n: npz_names([n])[n])
+                files = (*files, *node_files)
                 steps.advance()
                 manifest = {
                     "fusedrnn_version": __version__,
@@ -176,6 +182,7 @@ def export_vectors(model_path: Path, target_name: str, input_path: Path, out_dir
                     "calibration": cal_info,
                     "inputs": _describe(feeds, "input"),
                     "outputs": _describe(outputs, "output"),
+                    "nodes": node_entries,
                     "files": {f: {"sha256": _sha256(stage / f), "bytes": (stage / f).stat().st_size} for f in files},
                 }
                 (stage / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

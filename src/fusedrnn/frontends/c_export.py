@@ -135,7 +135,9 @@ def _checked(a: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
 
 
 def mli_export(layer_or_stack, target, calibration, prefix: str = "mli") -> CExport:
-    """The MLI C export of ``layer_or_stack`` on ``target`` (an ``mli2-*`` / ``mli1-*`` name or Target)."""
+    """The MLI C export of ``layer_or_stack`` on ``target`` (an ``mli2-*`` / ``mli1-*`` name or Target),
+    calibrated on ``calibration``; with ``calibration`` None, layers already on ``target`` (``layer.to(target,
+    ...)``) are exported with the quantization they have."""
     t = targets.get(target)
     if t.family != "mli":
         raise UnsupportedFeatureError(f"target: expected an mli2-* or mli1-* target, got {t.name!r}")
@@ -143,8 +145,11 @@ def mli_export(layer_or_stack, target, calibration, prefix: str = "mli") -> CExp
     v1 = t.name.startswith("mli1-")
     out = CExport(f"Weights and quantization parameters for embARC MLI {'1.x' if v1 else '2.0'} ({t.name}).")
     out.define(f"{prefix.upper()}_NUM_LAYERS", len(layers))
-    for k, (layer, cal) in enumerate(zip(layers, _stack_calibration(layers, calibration), strict=True)):
-        prepared = layer.to(t, calibration=cal)
+    ready = calibration is None and all(getattr(layer, "target", None) is t and layer.prepared is not None
+                                        for layer in layers)  # layers already on the target: export as they are
+    cals = [None] * len(layers) if ready else _stack_calibration(layers, calibration)
+    for k, (layer, cal) in enumerate(zip(layers, cals, strict=True)):
+        prepared = layer if ready else layer.to(t, calibration=cal)
         dirs = prepared.prepared.directions
         for d, q in enumerate(dirs):
             p = f"{prefix}_l{k}_d{d}"
@@ -254,8 +259,11 @@ def cmsis_nn_export(layer_or_stack, target, calibration, prefix: str = "cmsis_nn
     out = CExport(f"Weights and parameters for Arm CMSIS-NN arm_lstm_unidirectional_{t.name.split('-')[-1]} "
                   f"({t.name}).")
     out.define(f"{prefix.upper()}_NUM_LAYERS", len(layers))
-    for k, (layer, cal) in enumerate(zip(layers, _stack_calibration(layers, calibration), strict=True)):
-        prepared = layer.to(t, calibration=cal).prepared
+    ready = calibration is None and all(getattr(layer, "target", None) is t and layer.prepared is not None
+                                        for layer in layers)  # layers already on the target: export as they are
+    cals = [None] * len(layers) if ready else _stack_calibration(layers, calibration)
+    for k, (layer, cal) in enumerate(zip(layers, cals, strict=True)):
+        prepared = layer if ready else layer.to(t, calibration=cal).prepared
         for d, (q, p) in enumerate(zip(prepared.quantized, prepared.params, strict=True)):
             rev = layer.spec.reverse[d]
             P = f"{prefix}_l{k}_d{d}"

@@ -93,12 +93,16 @@ class Prepared:
     ``counts_saturation`` is True feeds with its integer gate pre-activations, cell and hidden states while it
     runs (on its NumPy loop: counting never slows a call made without a probe). ``ranges``: {tensor: (lo, hi)}
     per direction, the float ranges the quantization was chosen for (``settings``: the
-    :class:`~fusedrnn.cells.calibration.Calibration` used), where the target reports them.
+    :class:`~fusedrnn.cells.calibration.Calibration` used), where the target reports them. ``trace``: None, or
+    a dict into which a target that supports it stores, per direction, the integer tensors of its last call
+    (``x``, ``h0``, ``c0``, ``y``, ``h``, ``c`` as its kernel read and wrote them, in time order) — the
+    on-target bundles of ``export-vectors``.
     """
 
     splitter: Callable | None = None
     probe = None
     counts_saturation: bool = False
+    trace: dict | None = None
 
     def __init__(self, spec: CellSpec):
         self.spec = spec
@@ -108,7 +112,7 @@ class Prepared:
         raise NotImplementedError
 
     def __call__(self, x: np.ndarray, states: tuple, lens: np.ndarray | None) -> tuple[np.ndarray, tuple]:
-        if self.splitter is None or self.probe is not None:  # a probe counts steps in order, on one thread
+        if self.splitter is None or self.probe is not None or self.trace is not None:  # probes and traces: one thread
             return self.run(x, states, lens)
         return self.splitter(self.run, x, states, lens)
 

@@ -85,6 +85,8 @@ class LstmPrepared(Prepared):
                 st = (quantize_values(h0[d], sh, zh, np.int8), quantize_values(c0[d], sc, 0, np.int16))
                 y, (h, c) = k.run(xq, st, reverse=rev[d],
                                   **({} if self.probe is None else {"probe": self.probe.probe(d)}))
+                if self.trace is not None:
+                    self.trace[d] = {"x": xq, "h0": st[0], "c0": st[1], "y": y, "h": h, "c": c}
                 np.take(deq, y.astype(np.intp) + 128, out=Y[:, d])
                 hs.append(deq[h.astype(np.intp) + 128])
                 cs.append(c.astype(np.float64) * sc)

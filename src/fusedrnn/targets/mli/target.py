@@ -205,15 +205,17 @@ class MliPrepared(Prepared):
             xq = q.quantize(x, q.q.inp)
             h0 = q.quantize(states[0][d], q.q.h0)
             kw = dict(luts=luts, full_accu=bld.full_accu, mode=bld.mode, cache=q.cache)
+            traced = {"x": xq, "h0": h0}
             if valid is not None and rev:
                 xq = reverse_valid_prefix(xq, lens)
             core_rev = rev and valid is None
             if cell == "lstm":
-                c0 = q.quantize(states[1][d], q.q.cell)
+                c0 = traced["c0"] = q.quantize(states[1][d], q.q.cell)
                 probe = None if self.probe is None else self.probe.probe(d)
                 Yq, h, c = lstm_sequence(xq, h0, c0, q.Wi, q.Wo, q.b, q.q, act="tanh", reverse=core_rev,
                                          valid=valid, probe=probe, **kw)
                 cs.append(q.dequantize(c, q.q.cell))
+                traced["c"] = c
             elif cell == "gru":
                 Yq, h = gru_sequence(xq, h0, q.Wi, q.Wo, q.b, q.q, reverse=core_rev, valid=valid, **kw)
             else:
@@ -225,10 +227,38 @@ class MliPrepared(Prepared):
                 Yd = np.where(valid[..., None], Yd, 0.0)
             Y[:, d] = Yd
             hs.append(q.dequantize(h, q.q.out))
+            if self.trace is not None:
+                io = np.int8 if q.flavor == "sa8" else np.int16
+                self.trace[d] = {k: np.asarray(v).astype(io) for k, v in {**traced, "y": Yq, "h": h}.items()}
         h = np.stack(hs).astype(x.dtype)
         if cell == "lstm":
             return Y, (h, np.stack(cs).astype(x.dtype))
         return Y, (h,)
+
+
+    def quantization(self, d: int) -> dict[str, np.ndarray]:
+        """Direction d's integer weights (MLI layout: ``weights_in`` [G, I, H], ``weights_out`` [G, H, H], ``bias``
+        [G, H], gates in MLI's order) and every quantization parameter, as arrays: sa8 tensors as
+        ``<t>_scale`` / ``<t>_zero_point`` / ``<t>_scale_frac_bits`` (weights per gate), fx tensors as
+        ``<t>_frac_bits``; t in (in, out, cell, weights_in, weights_out, bias)."""
+        q = self.directions[d]
+        wt = np.int8 if q.flavor in ("sa8", "fx16_fx8_fx8") else np.int16
+        bt = np.int32 if q.flavor == "sa8" else wt
+        out = {"weights_in": q.Wi.astype(wt), "weights_out": q.Wo.astype(wt), "bias": q.b.astype(bt)}
+        if q.flavor == "sa8":
+            for name, p in (("in", q.q.inp), ("out", q.q.out), ("cell", q.q.cell)):
+                if p is not None:
+                    out[f"{name}_scale"], out[f"{name}_zero_point"], out[f"{name}_scale_frac_bits"] = (
+                        np.array(v, np.int32) for v in p)
+            for name, (m, f) in (("weights_in", q.q.wi), ("weights_out", q.q.wo)):
+                out[f"{name}_scale"] = np.asarray(m, np.int32).reshape(-1)
+                out[f"{name}_scale_frac_bits"] = np.asarray(f, np.int32).reshape(-1)
+        else:
+            for name, f in (("in", q.q.inp), ("out", q.q.out), ("cell", q.q.cell), ("weights_in", q.q.wi),
+                            ("weights_out", q.q.wo), ("bias", q.q.bias_frac)):
+                if f is not None:
+                    out[f"{name}_frac_bits"] = np.array(f, np.int32)
+        return out
 
 
 def _prepare(flavor: str):

@@ -193,8 +193,11 @@ class SaturationCounter:
     def summary(self) -> list[dict]:
         """One row per (direction, point, gate): totals and the fraction saturated, plus the per-window counts."""
         out = []
-        for (d, point, gate), rows in sorted(self.counts.items(), key=lambda kv: (kv[0][0], POINTS.index(
-                kv[0][1]) if kv[0][1] in POINTS else 99, kv[0][2] or "")):
+        def order(item):  # direction, the point's place in a step, the gate's canonical place (LSTM, then GRU)
+            d, point, gate = item[0]
+            return d, POINTS.index(point) if point in POINTS else len(POINTS), "ifgozrn".find(gate or "")
+
+        for (d, point, gate), rows in sorted(self.counts.items(), key=order):
             sat, seen = sum(r[0] for r in rows), sum(r[1] for r in rows)
             out.append({"direction": d, "point": point, "gate": gate, "saturated": sat, "values": seen,
                         "fraction": sat / seen if seen else 0.0, "windows": [list(r) for r in rows]})

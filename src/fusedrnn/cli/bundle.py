@@ -55,6 +55,8 @@ def write_bundles(stage: Path, layers: dict[str, object], member) -> tuple[list[
             arrays.update({f"d{d}_{k}": np.asarray(v) for k, v in tensors.items()})
             if hasattr(prepared, "quantization"):
                 arrays.update({f"d{d}_{k}": v for k, v in prepared.quantization(d).items()})
+            elif hasattr(prepared, "qparams"):  # LiteRT: the activations' parameters (the weights are in the .tflite)
+                arrays.update({f"d{d}_{k}": np.asarray(v) for k, v in prepared.qparams(d).items()})
         np.savez(stage / f"node_{safe}.npz", **arrays)
         written = [f"node_{safe}.npz"]
         if hasattr(prepared, "quantization"):  # MLI: the C header of convert --to mli

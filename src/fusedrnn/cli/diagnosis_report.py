@@ -114,10 +114,16 @@ def saturation_heatmap(results: dict) -> str | None:
     return _svg(fig)
 
 
+def _qparams(qp) -> str:
+    if not qp:
+        return "–"
+    return "; ".join(", ".join(f"{k} {v}" for k, v in q.items()) for q in qp)
+
+
 def _node_table(entry: dict) -> str:
     head = ("<tr><th>node</th><th>float</th><th>isolated max |Δ|</th><th>isolated SNR</th>"
             "<th>cumulative max |Δ|</th><th>cumulative SNR</th><th>metric alone on target</th><th>calibration</th>"
-            "<th>ranges</th></tr>")
+            "<th>ranges</th><th>quantization</th></tr>")
     body = []
     for n in entry["ranking"]:
         d = entry["nodes"][n]
@@ -128,7 +134,7 @@ def _node_table(entry: dict) -> str:
                     f"<td>{_num(iso.get('max_abs'), '.3e')}</td><td>{_num(iso.get('snr_db'), '.1f')}</td>"
                     f"<td>{_num(cum.get('max_abs'), '.3e')}</td><td>{_num(cum.get('snr_db'), '.1f')}</td>"
                     f"<td>{_num(d['sensitivity'], '.4f')}</td><td>{_e(d.get('calibration', '–'))}</td>"
-                    f"<td>{_e(ranges or '–')}</td></tr>")
+                    f"<td>{_e(ranges or '–')}</td><td>{_e(_qparams(d.get('qparams')))}</td></tr>")
     return f"<table>{head}{''.join(body)}</table>"
 
 

@@ -222,6 +222,8 @@ def diagnose(model: Model, targets: Sequence[str | Target], calibration, data: d
             if prepared is not None and getattr(prepared, "ranges", None) is not None:
                 node["ranges"] = prepared.ranges
                 node["calibration"] = getattr(prepared, "settings", settings).describe()
+            if prepared is not None and hasattr(prepared, "qparams"):
+                node["qparams"] = [prepared.qparams(d) for d in range(prepared.spec.num_directions)]
             if key in counters:
                 node["saturation"] = counters[key].summary()
             entry["nodes"][names[key]] = node

@@ -98,6 +98,16 @@ class LstmPrepared(Prepared):
         return Y, (np.stack(hs).astype(dt), np.stack(cs).astype(dt))
 
 
+    def qparams(self, d: int) -> dict:
+        """Direction d's activation quantization (8x8_16 kernels): input and output scale / zero point, the
+        power-of-two cell scale (for reports; the weights' scales are in ``kernels[d].t``)."""
+        if not self.integer:
+            return {}
+        (sx, zx), (sh, zh), sc = self._q[d]
+        return {"input_scale": float(sx), "input_zero_point": int(zx), "output_scale": float(sh),
+                "output_zero_point": int(zh), "cell_scale": float(sc)}
+
+
 def _lstm_prepare(spec: CellSpec, calibration, mode: str) -> LstmPrepared:
     check_lstm_expressible(spec)
     D = spec.num_directions

@@ -261,6 +261,12 @@ class MliPrepared(Prepared):
         return out
 
 
+    def qparams(self, d: int) -> dict:
+        """Direction d's quantization parameters (no weights), as plain numbers and lists (for reports)."""
+        return {k: v.tolist() for k, v in self.quantization(d).items() if not k.startswith(("weights_in",
+                "weights_out", "bias")) or k.endswith(("scale", "frac_bits"))}
+
+
 def _prepare(flavor: str):
     def prepare(spec: CellSpec, calibration) -> MliPrepared:
         return MliPrepared(spec, flavor, calibration)

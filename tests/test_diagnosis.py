@@ -307,6 +307,8 @@ def test_isolated_and_cumulative(small_model):
         sa8["nodes"][n]["sensitivity"] for n in sa8["ranking"])
     assert {s["point"] for s in first["saturation"]} == {"preact", "cell", "hidden"}
     assert set(first["ranges"][0]) == {"input", "cell"} and first["calibration"] == "sdk"
+    assert set(first["observed"][0]) == {"input", "cell", "hidden", "output"}
+    assert first["observed"][0]["input"] == (float(data["mels"].min()), float(data["mels"].max()))
     assert set(sa8["methods"]) == {"sdk", "percentile"}
     assert sa8["methods"]["sdk"]["metric"] == pytest.approx(sa8["metric"])
 

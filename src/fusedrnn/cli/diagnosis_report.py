@@ -123,18 +123,20 @@ def _qparams(qp) -> str:
 def _node_table(entry: dict) -> str:
     head = ("<tr><th>node</th><th>float</th><th>isolated max |Δ|</th><th>isolated SNR</th>"
             "<th>cumulative max |Δ|</th><th>cumulative SNR</th><th>metric alone on target</th><th>calibration</th>"
-            "<th>ranges</th><th>quantization</th></tr>")
+            "<th>ranges chosen</th><th>ranges observed (float, on the data)</th><th>quantization</th></tr>")
     body = []
     for n in entry["ranking"]:
         d = entry["nodes"][n]
         iso, cum = d.get("isolated") or {}, d.get("cumulative") or {}
-        ranges = "; ".join(", ".join(f"{k} [{lo:.4g}, {hi:.4g}]" for k, (lo, hi) in r.items())
-                           for r in d.get("ranges", []) or [])
+        ranges, observed = (
+            "; ".join(", ".join(f"{k} [{lo:.4g}, {hi:.4g}]" for k, (lo, hi) in r.items()) for r in d.get(what) or [])
+            for what in ("ranges", "observed"))
         body.append(f"<tr><td>{_e(n)}</td><td>{'yes' if d.get('float') else ''}</td>"
                     f"<td>{_num(iso.get('max_abs'), '.3e')}</td><td>{_num(iso.get('snr_db'), '.1f')}</td>"
                     f"<td>{_num(cum.get('max_abs'), '.3e')}</td><td>{_num(cum.get('snr_db'), '.1f')}</td>"
                     f"<td>{_num(d['sensitivity'], '.4f')}</td><td>{_e(d.get('calibration', '–'))}</td>"
-                    f"<td>{_e(ranges or '–')}</td><td>{_e(_qparams(d.get('qparams')))}</td></tr>")
+                    f"<td>{_e(ranges or '–')}</td><td>{_e(observed or '–')}</td>"
+                    f"<td>{_e(_qparams(d.get('qparams')))}</td></tr>")
     return f"<table>{head}{''.join(body)}</table>"
 
 

@@ -27,7 +27,8 @@ import numpy as np
 
 from .. import targets as _targets
 from ..cells.calibration import METHODS, Calibration
-from ..cells.observers import SaturationCounter
+from ..cells.observers import RangeObserver, SaturationCounter
+from ..cells.spec import run_spec
 from ..errors import AttributeValueError, UnsupportedFeatureError
 from ..targets import Target
 from .onnx import Model
@@ -116,9 +117,11 @@ class _Runs:
         self.nodes = {node_key(n): n for n in recurrent_nodes(model.proto.graph)}
         self.names = {k: (n.name or k) for k, n in self.nodes.items()}
         self.taps: dict[str, np.ndarray] = {}
+        self.inputs: dict[str, np.ndarray] = {}
 
-        def tap(node, outputs):
+        def tap(node, outputs, x):
             self.taps[node_key(node)] = outputs[0]
+            self.inputs[node_key(node)] = x
 
         self.on_target = node_function(target, emulations, tap=tap)
         self.in_float = node_function(None, tap=tap)
@@ -142,6 +145,28 @@ def _node_errors(ys: dict, ref_ys: dict, nodes: dict, names: dict) -> dict:
     for key, ref in ref_ys.items():
         if key in ys:
             out[names[key]] = tensor_errors(ys[key], ref, 1 if _layout(nodes[key]) == 1 else 0)
+    return out
+
+
+def observed_ranges(spec, x: np.ndarray, batch_major: bool) -> list[dict]:
+    """Per direction, the float values' ranges {tensor: (min, max)} of a node run in float on its input x (the
+    node's X; [B, T, I] when ``batch_major``): the input, the cell (LSTM), m = o·act(c) ("hidden") and the stored
+    output."""
+    x = np.asarray(x, np.float64)
+    if batch_major:
+        x = np.swapaxes(x, 0, 1)
+    observer = RangeObserver(points=("cell", "hidden", "output"))
+    D, B = spec.num_directions, x.shape[1]
+    states = (np.zeros((D, B, spec.output_size)),) + ((np.zeros((D, B, spec.hidden_size)),)
+                                                       if spec.cell == "lstm" else ())
+    run_spec(spec, np.ascontiguousarray(x), states, observer=observer)
+    out = []
+    for d in range(D):
+        r = {"input": (float(x.min()), float(x.max()))}
+        for point in observer.observed():
+            rr = observer.ranges(point)
+            r[point] = (float(rr.min[d]), float(rr.max[d]))
+        out.append(r)
     return out
 
 
@@ -221,6 +246,8 @@ def diagnose(model: Model, targets: Sequence[str | Target], calibration, data: d
                     "parameters": _params(emu)}
             if prepared is not None and getattr(prepared, "ranges", None) is not None:
                 node["ranges"] = prepared.ranges
+                node["observed"] = observed_ranges(prepared.spec, ref_runs.inputs[key],
+                                                   _layout(runs.nodes[key]) == 1)
                 node["calibration"] = getattr(prepared, "settings", settings).describe()
             if prepared is not None and hasattr(prepared, "qparams"):
                 node["qparams"] = [prepared.qparams(d) for d in range(prepared.spec.num_directions)]

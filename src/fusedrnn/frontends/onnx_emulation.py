@@ -76,8 +76,8 @@ def node_function(target: Target | None, emulations: dict | None = None, recorde
 
     Float targets (no ``prepare``) call :mod:`fusedrnn.ops` with the target's compute dtype and rounding policy.
     With ``emulations`` ({node key: NodeEmulation}) each node runs its calibrated layer instead. With
-    ``recorder`` every call's float inputs are recorded (for calibration); ``tap(node, outputs)`` sees every
-    node's outputs (for diagnosis)."""
+    ``recorder`` every call's float inputs are recorded (for calibration); ``tap(node, outputs, X)`` sees every
+    node's outputs and float input X (for diagnosis)."""
     options = {} if target is None or emulations is not None else {"dtype": target.dtype,
                                                                     "rounding": target.rounding}
     native = target is None and emulations is None and recorder is None  # a quantized node needs no float form
@@ -107,7 +107,8 @@ def node_function(target: Target | None, emulations: dict | None = None, recorde
         dtype = np.asarray(inputs[0]).dtype
         result = tuple(np.asarray(o, dtype=dtype) for o in outputs[: len(node.output)])
         if tap is not None:
-            tap(node, result)
+            tap(node, result, np.asarray(inputs[0] if recurrent_op(node).as_float_inputs is None
+                                         else recurrent_op(node).as_float_inputs(*inputs)[0]))
         return result
 
     return run_node

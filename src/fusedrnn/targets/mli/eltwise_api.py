@@ -27,15 +27,15 @@ def _check_elt(in1, in2, out, et):
     require(out.el_type == in1.el_type, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
             f"out: element type {out.el_type.name} differs from in1's {in1.el_type.name}")
     if not s1 and not s2:
-        require(in1.shape == in2.shape, S.MLI_STATUS_SHAPE_MISMATCH,
-                f"in1/in2: shapes {in1.shape} and {in2.shape} differ (and neither is a scalar)")
+        require(in1.dims == in2.dims, S.MLI_STATUS_SHAPE_MISMATCH,
+                f"in1/in2: shapes {in1.dims} and {in2.dims} differ (and neither is a scalar)")
     require(in1.dim < 0 and in2.dim < 0 and out.dim < 0, S.MLI_STATUS_NOT_SUPPORTED,
             "in1/in2/out: per-tensor quantization expected")
     big = in1 if in1.count() >= in2.count() else in2
     require(big.count() * in1.element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
             f"out: capacity {out.capacity} bytes < {big.count() * in1.element_size} needed")
     check_types([(in1, et, "in1"), (in2, et, "in2")])
-    return big.shape
+    return big.dims
 
 
 def _elt(op, et, in1, in2, out):
@@ -74,7 +74,7 @@ def _act(kind, et, in_, lut, out):
         out.scale, out.zero_point = np.array([s], np.int16), np.array([z], np.int16)
         out.scale_frac_bits, out.dim = np.array([f], np.int8), -1
     out.el_type = in_.el_type
-    out.write(y, in_.shape)
+    out.write(y, in_.dims)
 
 
 FX16, SA8 = ElType.MLI_EL_FX_16, ElType.MLI_EL_SA_8

@@ -182,7 +182,7 @@ def _fc1(flavor, in_, weights, bias, out):
     check_types([(in_, ti, "in"), (weights, tw, "weights"), (bias, tw, "bias")])
     require(weights.rank == 2 and bias.rank == 1 and bias.shape[0] == weights.shape[0]
             and weights.shape[1] == in_.count(), S.MLI_STATUS_SHAPE_MISMATCH,
-            f"weights/bias: expected [M, {in_.count()}] and [M], got {weights.shape} and {bias.shape}")
+            f"weights/bias: expected [M, {in_.count()}] and [M], got {weights.dims} and {bias.dims}")
     require(bias.frac_bits <= in_.frac_bits + weights.frac_bits, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
             "bias: frac_bits exceed in + weights frac bits")
     M = weights.shape[0]
@@ -205,7 +205,7 @@ def _cell_common(flavor, G, in_, prev_out, weights, bias, cfg, out, stacked_ok=F
     except ValueError:
         fail(S.MLI_STATUS_BAD_FUNC_CFG, f"cfg: bad mode {cfg.mode!r} or act {cfg.act!r}")
     check_types([(in_, ti, "in"), (prev_out, ti, "prev_out"), (weights, tw, "weights"), (bias, tw, "bias")])
-    require(prev_out.rank == 1, S.MLI_STATUS_SHAPE_MISMATCH, f"prev_out: expected rank 1 [M], got {prev_out.shape}")
+    require(prev_out.rank == 1, S.MLI_STATUS_SHAPE_MISMATCH, f"prev_out: expected rank 1 [M], got {prev_out.dims}")
     M = prev_out.shape[0]
     if mode == RnnMode.RNN_ONE_TO_ONE:
         T, N = 1, in_.count()
@@ -217,8 +217,8 @@ def _cell_common(flavor, G, in_, prev_out, weights, bias, cfg, out, stacked_ok=F
         wshape, bshape = [L, M, N + M], [L, M]
     else:
         wshape, bshape = ([G, M, N + M], [G, M]) if G > 1 else ([M, N + M], [M])
-    require(weights.shape == wshape and bias.shape == bshape, S.MLI_STATUS_SHAPE_MISMATCH,
-            f"weights/bias: expected {wshape} and {bshape}, got {weights.shape} and {bias.shape}")
+    require(weights.dims == wshape and bias.dims == bshape, S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights/bias: expected {wshape} and {bshape}, got {weights.dims} and {bias.dims}")
     require(bias.frac_bits <= in_.frac_bits + weights.frac_bits, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
             "bias: frac_bits exceed in + weights frac bits")
     n_out = (T if mode == RnnMode.RNN_BATCH_TO_BATCH else 1) * M * L
@@ -251,7 +251,7 @@ def _lstm1(flavor, in_, prev_out, weights, bias, cfg, cell, out):
     mode, act, T, N, M, _, bits = _cell_common(flavor, 4, in_, prev_out, weights, bias, cfg, out)
     require(cell is not None, S.MLI_STATUS_BAD_TENSOR, "cell: expected a tensor, got None")
     check_tensor(cell, "cell", writes=True)  # updated in place
-    require(cell.shape == [M], S.MLI_STATUS_SHAPE_MISMATCH, f"cell: expected [{M}], got {cell.shape}")
+    require(cell.dims == [M], S.MLI_STATUS_SHAPE_MISMATCH, f"cell: expected [{M}], got {cell.dims}")
     check_types([(cell, FLAVORS[flavor][0], "cell")])
     _ir_capacity(cfg, 4 * M, in_.element_size)
     W = weights.values()

@@ -52,19 +52,19 @@ def _check_cell(flavor, G, in_, prev_out, weights_in, weights_out, bias, tanh_lu
     T, N, M = in_.shape[0], in_.count(1), prev_out.count()
     check_tensor(weights_in, "weights_in")
     check_tensor(weights_out, "weights_out")
-    require(weights_in.rank == 3 and weights_in.shape == [G, N, M], S.MLI_STATUS_SHAPE_MISMATCH,
-            f"weights_in: expected shape [{G}, {N}, {M}], got {weights_in.shape}")
-    require(weights_out.rank == 3 and weights_out.shape == [G, M, M], S.MLI_STATUS_SHAPE_MISMATCH,
-            f"weights_out: expected shape [{G}, {M}, {M}], got {weights_out.shape}")
+    require(weights_in.rank == 3 and weights_in.dims == [G, N, M], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights_in: expected shape [{G}, {N}, {M}], got {weights_in.dims}")
+    require(weights_out.rank == 3 and weights_out.dims == [G, M, M], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights_out: expected shape [{G}, {M}, {M}], got {weights_out.dims}")
     require(inner_stride_one(weights_in) and inner_stride_one(weights_out), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
             "weights: innermost mem_stride must be 1")
     check_tensor(bias, "bias")
-    require(bias.rank == 2 and bias.shape == [G, M], S.MLI_STATUS_SHAPE_MISMATCH,
-            f"bias: expected shape [{G}, {M}], got {bias.shape}")
+    require(bias.rank == 2 and bias.dims == [G, M], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"bias: expected shape [{G}, {M}], got {bias.dims}")
     if cell is not None:
         check_tensor(cell, "cell", writes=True)  # updated in place
         require(cell.rank == 1 and cell.shape[0] == M, S.MLI_STATUS_SHAPE_MISMATCH,
-                f"cell: expected shape [{M}], got {cell.shape}")
+                f"cell: expected shape [{M}], got {cell.dims}")
     seq = T if results == RnnResults.RNN_OUT_ALL else 1
     require(seq * M * in_.element_size <= out.capacity, S.MLI_STATUS_BAD_TENSOR,
             f"out: capacity {out.capacity} bytes < {seq * M * in_.element_size} needed")

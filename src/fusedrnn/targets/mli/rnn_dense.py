@@ -31,7 +31,7 @@ def _check(flavor, inputs, weights, bias, cfg, out, mode) -> int:
     for i in range(n):
         w = weights[i]
         require(w.rank == 2 and w.shape[0] == inputs[i].count() and w.shape[1] == M, S.MLI_STATUS_SHAPE_MISMATCH,
-                f"weights[{i}]: expected shape [{inputs[i].count()}, {M}], got {w.shape}")
+                f"weights[{i}]: expected shape [{inputs[i].count()}, {M}], got {w.dims}")
         require(contiguous(inputs[i]) and inner_stride_one(w), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
                 f"inputs[{i}] must be contiguous and weights[{i}]'s innermost mem_stride 1")
     require(inner_stride_one(bias), S.MLI_STATUS_INCOMPATEBLE_TENSORS, "bias: innermost mem_stride must be 1")

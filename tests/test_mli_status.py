@@ -105,7 +105,11 @@ def test_rnn_dense_misuse():
     assert f(ins, ws, b, mli.RnnDenseCfg(5), out) == S.MLI_STATUS_BAD_FUNC_CFG
     assert f(ins, ws, b, mli.RnnDenseCfg(0), out) == S.MLI_STATUS_BAD_FUNC_CFG
     assert f(ins, ws[::-1], b, cfg, out) == S.MLI_STATUS_SHAPE_MISMATCH
-    assert f(ins, ws, b, cfg, mli.empty_tensor(mli.MLI_EL_FX_16, 4, frac_bits=10)) == S.MLI_STATUS_NOT_ENGH_MEM
+    # the wrong output length is mli_chk_rnn_dense's SHAPE_MISMATCH; a container short of the shape NOT_ENGH_MEM
+    assert f(ins, ws, b, cfg, mli.empty_tensor(mli.MLI_EL_FX_16, 4, frac_bits=10)) == S.MLI_STATUS_SHAPE_MISMATCH
+    short = mli.empty_tensor(mli.MLI_EL_FX_16, 5, frac_bits=10)
+    short.capacity = 8
+    assert f(ins, ws, b, cfg, short) == S.MLI_STATUS_NOT_ENGH_MEM
     assert f(ins, ws, b, cfg, mli.empty_tensor(mli.MLI_EL_FX_16, 5, frac_bits=25)) == \
         S.MLI_STATUS_INCOMPATEBLE_TENSORS
     assert mli.krn_rnn_dense_sa8_sa8_sa32(ins, ws, b, cfg, out) == S.MLI_STATUS_TYPE_MISMATCH

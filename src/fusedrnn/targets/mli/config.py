@@ -60,8 +60,9 @@ class RnnDenseCfg:
 
 @dataclass
 class RnnCellCfg:
-    """``mli_rnn_cell_cfg`` (MLI 2.0): ``scratch_data`` is the intermediate buffer (an int array whose size is the
-    capacity in elements; None lets the kernel allocate it)."""
+    """``mli_rnn_cell_cfg`` (MLI 2.0): ``scratch_data`` is the intermediate buffer, an ``mli_data_container``
+    (:class:`~fusedrnn.targets.mli.tensors.DataContainer`, capacity in bytes) as in C, or an array (its size, or
+    ``scratch_capacity`` bytes); None lets the kernel allocate it."""
 
     direction: RnnDirection = RnnDirection.RNN_DIR_FORWARD
     results: RnnResults = RnnResults.RNN_OUT_LAST

@@ -110,9 +110,11 @@ def _check_convert(src, dst) -> None:
               f"src/dst: quantization axes {src.dim} and {dst.dim} differ")
 
 
-def _convert(src: Tensor, dst: Tensor) -> None:
+def _convert(src: Tensor, dst: Tensor, reshape: bool = False) -> None:
+    """Write ``src``'s values converted into ``dst`` (given ``src``'s shape when ``reshape``, without the checks,
+    or when the ranks differ)."""
     real = src.to_float()
-    if not debug_checks() or dst.rank != src.rank:
+    if reshape or not debug_checks() or dst.rank != src.rank:
         n = src.count()
         require(n * dst.element_size <= dst.capacity, Status.MLI_STATUS_NOT_ENGH_MEM,
                 f"dst: capacity {dst.capacity} bytes < {n * dst.element_size} needed")
@@ -138,6 +140,24 @@ def _convert(src: Tensor, dst: Tensor) -> None:
 def _hlp_convert_tensor(src, dst) -> None:
     _check_convert(src, dst)
     _convert(src, dst)
+
+
+def _hlp_convert_tensor_v1(src, dst) -> None:
+    """MLI 1.x ``mli_chk_convert_tensor``: a valid ``src``, an output container, a contiguous ``src`` and output
+    strides (INCOMPATEBLE_TENSORS), enough output capacity for ``src``'s elements (NOT_ENGH_MEM); ``dst`` takes
+    ``src``'s shape."""
+    check_tensor(src, "src", v1=True)
+    require(isinstance(dst, Tensor) and dst.mem is not None, Status.MLI_STATUS_BAD_TENSOR, "dst: no data pointer")
+    check_out(dst, "dst")
+    check(contiguous_in(src), Status.MLI_STATUS_INCOMPATEBLE_TENSORS, "src: layout must be contiguous")
+    check(src.count() * dst.element_size <= dst.capacity, Status.MLI_STATUS_NOT_ENGH_MEM,
+          f"dst: capacity {dst.capacity} bytes < {src.count() * dst.element_size} needed")
+    _convert(src, dst, reshape=True)
+
+
+hlp_convert_tensor_v1 = mli_kernel(_hlp_convert_tensor_v1, name="hlp_convert_tensor", doc="""MLI 1.x
+    ``mli_hlp_convert_tensor(in, out)``: as 2.0's, but ``out`` takes ``in``'s shape (checks:
+    :func:`_hlp_convert_tensor_v1`); returns a status.""")
 
 
 def _hlp_convert_tensor_safx(src, dst) -> None:

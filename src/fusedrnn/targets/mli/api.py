@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from . import config as _config
 from .config import *  # noqa: F403 - build flags, structures and enums under their MLI names
+from .diverse import ArgmaxCfg, MovCfg, krn_argmax_fx16, krn_argmax_sa8, mov_cfg_for_copy, mov_tensor_sync
 from .eltwise_api import (
     krn_eltwise_add_fx16,
     krn_eltwise_add_sa8,
@@ -59,7 +60,6 @@ from .fully_connected import (
     krn_fully_connected_sa8_sa8_sa32,
     krn_fully_connected_sa8_sa8_sa32_ext_bias,
 )
-from .diverse import ArgmaxCfg, MovCfg, krn_argmax_fx16, krn_argmax_sa8, mov_cfg_for_copy, mov_tensor_sync
 from .helpers import (
     PointToSubtsrCfg,
     SubTensorCfg,

@@ -176,14 +176,21 @@ def _v1_call(kind, a):
     return mli.krn_lstm_cell_fx16_v1(a["in_"], a["prev_out"], a["weights"], a["bias"], cfg, a["cell"], a["out"])
 
 
+def _shaped(t: mli.Tensor, dims) -> mli.Tensor:
+    """``t`` described with shape ``dims`` (dense), as MLI 2.0's checker wants an output described."""
+    t.shape, t.rank, t.mem_stride = list(dims), len(dims), [dims[1], 1]
+    return t
+
+
 def elt_factory(kind):
     rng = np.random.default_rng(5)
     if kind.endswith("sa8"):
         return dict(in1=mli.sa_tensor(rng.integers(-128, 128, (2, 3)), 20000, 1, 20),
                     in2=mli.sa_tensor(rng.integers(-128, 128, (2, 3)), 18000, -2, 20),
-                    out=mli.empty_tensor(mli.MLI_EL_SA_8, 6, scale=19000, zero_point=0, scale_frac_bits=19))
-    return dict(in1=_fx(rng, (2, 3), 8), in2=_fx(rng, (2, 3), 9), out=mli.empty_tensor(mli.MLI_EL_FX_16, 6,
-                                                                                         frac_bits=8))
+                    out=_shaped(mli.empty_tensor(mli.MLI_EL_SA_8, 6, scale=19000, zero_point=0, scale_frac_bits=19),
+                                (2, 3)))
+    return dict(in1=_fx(rng, (2, 3), 8), in2=_fx(rng, (2, 3), 9),
+                out=_shaped(mli.empty_tensor(mli.MLI_EL_FX_16, 6, frac_bits=8), (2, 3)))
 
 
 def _unary(a):

@@ -243,7 +243,10 @@ def test_eltwise_and_activation_misuse():
     assert mli.krn_eltwise_add_fx16(x, x, out) == S.MLI_STATUS_OK
     assert mli.krn_eltwise_add_fx16(x, y, out) == S.MLI_STATUS_SHAPE_MISMATCH
     assert mli.krn_eltwise_add_fx16(x, mli.fx_tensor([3], 8), out) == S.MLI_STATUS_OK  # scalar broadcast
-    assert mli.krn_eltwise_mul_fx16(x, x, mli.empty_tensor(mli.MLI_EL_FX_16, 5)) == S.MLI_STATUS_NOT_ENGH_MEM
+    assert mli.krn_eltwise_mul_fx16(x, x, mli.empty_tensor(mli.MLI_EL_FX_16, 5)) == S.MLI_STATUS_SHAPE_MISMATCH
+    short = mli.empty_tensor(mli.MLI_EL_FX_16, 6)
+    short.capacity = 10
+    assert mli.krn_eltwise_mul_fx16(x, x, short) == S.MLI_STATUS_NOT_ENGH_MEM
     assert mli.krn_eltwise_mul_sa8(x, x, out) == S.MLI_STATUS_TYPE_MISMATCH
     assert mli.krn_eltwise_sub_fx16(x, x, mli.empty_tensor(mli.MLI_EL_SA_8, 6)) == S.MLI_STATUS_INCOMPATEBLE_TENSORS
     lut = mli.Lut()

@@ -113,28 +113,59 @@ def _check_convert(src, dst) -> None:
 def _convert(src: Tensor, dst: Tensor, reshape: bool = False) -> None:
     """Write ``src``'s values converted into ``dst`` (given ``src``'s shape when ``reshape``, without the checks,
     or when the ranks differ)."""
-    real = src.to_float()
     if reshape or not debug_checks() or dst.rank != src.rank:
         n = src.count()
         require(n * dst.element_size <= dst.capacity, Status.MLI_STATUS_NOT_ENGH_MEM,
                 f"dst: capacity {dst.capacity} bytes < {n * dst.element_size} needed")
         dst.write(np.zeros(n), src.dims)
-    if dst.el_type == ElType.MLI_EL_FP_32:
-        dst.write(real.astype(np.float32))
+    fp = ElType.MLI_EL_FP_32
+    if src.el_type == fp or dst.el_type == fp:
+        dst.write(_convert_float(src, dst))
         return
+    real = src.to_float()
     if dst.is_fx:
         q = _round_half_away(np.ldexp(real, dst.frac_bits))
     else:
-        s, z, f = dst.params()
-        if dst.dim >= 0:
-            require(dst.dim < dst.rank and dst.shape[dst.dim] == s.size, Status.MLI_STATUS_INCOMPATEBLE_TENSORS,
-                    f"dst: per-axis parameters do not match dim {dst.dim}")
-            shp = [1] * dst.rank
-            shp[dst.dim] = -1
-            s, z, f = s.reshape(shp), z.reshape(shp), f.reshape(shp)
+        s, z, f = _broadcast_params(dst)
         q = _round_half_away(real / np.ldexp(s.astype(np.float64), -f)) + z
     info = np.iinfo(dst.mem.dtype)
     dst.write(np.clip(q, info.min, info.max))
+
+
+def _broadcast_params(t: Tensor) -> tuple:
+    """(scale, zero point, scale_frac_bits) shaped to broadcast along ``t.dim`` (per-tensor: scalars)."""
+    s, z, f = t.params()
+    if t.is_sa and t.dim >= 0:
+        require(t.dim < t.rank and t.shape[t.dim] == s.size, Status.MLI_STATUS_INCOMPATEBLE_TENSORS,
+                f"per-axis parameters do not match dim {t.dim}")
+        shp = [1] * t.rank
+        shp[t.dim] = -1
+        return s.reshape(shp), z.reshape(shp), f.reshape(shp)
+    if t.is_fx:
+        return np.int64(1), np.int64(0), np.int64(t.frac_bits)
+    return s[0], z[0], f[0]
+
+
+def _convert_float(src: Tensor, dst: Tensor) -> np.ndarray:
+    """``convert_float_data`` in single precision as MLI computes it: quantizing, scale_val =
+    (float)ldexp(1.0f / scale, frac_bits), q = (int32)(x·scale_val ± 0.5f) + zero_point, saturated;
+    dequantizing, x = (float)(q - zero_point) · (float)ldexp((float)scale, -frac_bits)."""
+    f32 = np.float32
+    if src.el_type == ElType.MLI_EL_FP_32 and dst.el_type == ElType.MLI_EL_FP_32:
+        return src.values()
+    if src.el_type == ElType.MLI_EL_FP_32:
+        s, z, fb = _broadcast_params(dst)
+        inv = f32(1.0) / np.asarray(s, np.float64).astype(f32)
+        scale_val = np.ldexp(inv.astype(np.float64), np.asarray(fb, np.int64)).astype(f32)
+        x = src.values().astype(f32)
+        v = x * scale_val + np.where(x > 0, f32(0.5), f32(-0.5)).astype(f32)
+        q = np.trunc(np.clip(v.astype(np.float64), -2.0**31, 2.0**31 - 1)).astype(np.int64)
+        info = np.iinfo(dst.mem.dtype)
+        return np.clip(np.clip(q + np.asarray(z, np.int64), -2**31, 2**31 - 1), info.min, info.max)
+    s, z, fb = _broadcast_params(src)
+    scale_val = np.ldexp(np.asarray(s, np.float64).astype(f32).astype(np.float64), -np.asarray(fb, np.int64))
+    scale_val = scale_val.astype(f32)
+    return (src.values() - np.asarray(z, np.int64)).astype(f32) * scale_val
 
 
 def _hlp_convert_tensor(src, dst) -> None:

@@ -481,6 +481,21 @@ class Tensor:
             for c in (self.el_params.sa.scale, self.el_params.sa.zero_point, self.el_params.sa.scale_frac_bits))
         return t
 
+    def __copy__(self) -> Tensor:
+        """C's struct assignment (``mli_tensor t2 = t1;``): the fields by value, the buffers (and per-axis
+        parameter arrays) shared."""
+        t = Tensor.__new__(Tensor)
+        t.el_type, t.rank = self.el_type, self.rank
+        t._data = DataContainer(self._data.capacity, self._data.mem)
+        t._shape, t._mem_stride = list(self._shape), list(self._mem_stride)
+        sa = self.el_params.sa
+        t.el_params = ElParams(FxParams(self.el_params.fx.frac_bits), SaParams(
+            *(DataContainer(c.capacity, c.mem) if isinstance(c, DataContainer) else c
+              for c in (sa.zero_point, sa.scale)), sa.dim,
+            DataContainer(sa.scale_frac_bits.capacity, sa.scale_frac_bits.mem)
+            if isinstance(sa.scale_frac_bits, DataContainer) else sa.scale_frac_bits, sa.type))
+        return t
+
     def __repr__(self) -> str:
         q = (f"frac_bits={self.frac_bits}" if self.is_fx else
              f"scale={self.scale.tolist()}, zero_point={self.zero_point.tolist()}, "

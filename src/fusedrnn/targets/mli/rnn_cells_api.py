@@ -15,6 +15,8 @@ from .checks import (
     check_types,
     check_zero_points,
     containers_overlapped,
+    contiguous,
+    debug_checks,
     inner_stride_one,
 )
 from .config import RnnAct, RnnCellCfg, RnnDirection, RnnResults, current_build
@@ -81,6 +83,9 @@ def _check_cell(flavor, G, in_, prev_out, weights_in, weights_out, bias, tanh_lu
         require(cell.rank == 1 and cell.shape[0] == M, S.MLI_STATUS_SHAPE_MISMATCH,
                 f"cell: expected shape [{M}], got {cell.dims}")
     seq = T if results == RnnResults.RNN_OUT_ALL else 1
+    if debug_checks():  # mli_chk_tensor(out): the caller describes the output (the kernel then sets its shape)
+        check_tensor(out, "out", writes=True)
+        check(contiguous(out), S.MLI_STATUS_INCOMPATEBLE_TENSORS, f"out: layout must be contiguous, {out.mstrides}")
     require(seq * M * in_.element_size <= out.capacity, S.MLI_STATUS_BAD_TENSOR,
             f"out: capacity {out.capacity} bytes < {seq * M * in_.element_size} needed")
     cap = scratch_capacity(cfg)

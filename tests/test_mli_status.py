@@ -46,12 +46,14 @@ def test_fc_valid_calls_are_ok():
     (lambda a: a.update(weights=mli.fx_tensor(np.zeros((7, 4), int), 12)), S.MLI_STATUS_SHAPE_MISMATCH),
     (lambda a: a.update(bias=mli.fx_tensor(np.zeros(5, int), 14)), S.MLI_STATUS_SHAPE_MISMATCH),
     (lambda a: a.update(bias=mli.fx_tensor(np.zeros((1, 4), int), 14)), S.MLI_STATUS_SHAPE_MISMATCH),
-    (lambda a: a.update(out=mli.empty_tensor(mli.MLI_EL_FX_16, 3, frac_bits=8)), S.MLI_STATUS_NOT_ENGH_MEM),
+    # an output shorter than its shape (mli_chk_tensor), and one of the wrong length (mli_chk_fully_connected)
+    (lambda a: setattr(a["out"], "capacity", 6), S.MLI_STATUS_NOT_ENGH_MEM),
+    (lambda a: a.update(out=mli.empty_tensor(mli.MLI_EL_FX_16, 3, frac_bits=8)), S.MLI_STATUS_SHAPE_MISMATCH),
     (lambda a: a.update(bias=mli.fx_tensor(np.zeros(4, int), 23)), S.MLI_STATUS_INCOMPATEBLE_TENSORS),
     (lambda a: a.update(weights=mli.fx_tensor(np.zeros((6, 4), int), 5, mli.MLI_EL_FX_8)), S.MLI_STATUS_TYPE_MISMATCH),
     (lambda a: a.update(out=None), S.MLI_STATUS_ARGUMENT_ERROR),
     (lambda a: setattr(a["in_"], "data", None), S.MLI_STATUS_BAD_TENSOR),
-    (lambda a: setattr(a["in_"], "capacity", 4), S.MLI_STATUS_BAD_TENSOR),
+    (lambda a: setattr(a["in_"], "capacity", 4), S.MLI_STATUS_NOT_ENGH_MEM),  # check_tensor_private's status
     (lambda a: a.update(cfg=mli.FullyConnectedCfg(mli.ReluCfg(9))), S.MLI_STATUS_BAD_FUNC_CFG),
 ])
 def test_fc_fx16_misuse(mutate, expected):
@@ -103,7 +105,11 @@ def test_rnn_dense_misuse():
     assert f(ins, ws, b, mli.RnnDenseCfg(5), out) == S.MLI_STATUS_BAD_FUNC_CFG
     assert f(ins, ws, b, mli.RnnDenseCfg(0), out) == S.MLI_STATUS_BAD_FUNC_CFG
     assert f(ins, ws[::-1], b, cfg, out) == S.MLI_STATUS_SHAPE_MISMATCH
-    assert f(ins, ws, b, cfg, mli.empty_tensor(mli.MLI_EL_FX_16, 4, frac_bits=10)) == S.MLI_STATUS_NOT_ENGH_MEM
+    # the wrong output length is mli_chk_rnn_dense's SHAPE_MISMATCH; a container short of the shape NOT_ENGH_MEM
+    assert f(ins, ws, b, cfg, mli.empty_tensor(mli.MLI_EL_FX_16, 4, frac_bits=10)) == S.MLI_STATUS_SHAPE_MISMATCH
+    short = mli.empty_tensor(mli.MLI_EL_FX_16, 5, frac_bits=10)
+    short.capacity = 8
+    assert f(ins, ws, b, cfg, short) == S.MLI_STATUS_NOT_ENGH_MEM
     assert f(ins, ws, b, cfg, mli.empty_tensor(mli.MLI_EL_FX_16, 5, frac_bits=25)) == \
         S.MLI_STATUS_INCOMPATEBLE_TENSORS
     assert mli.krn_rnn_dense_sa8_sa8_sa32(ins, ws, b, cfg, out) == S.MLI_STATUS_TYPE_MISMATCH
@@ -151,7 +157,7 @@ CELLS = [(mli.krn_lstm_cell_fx16, 4, "fx16"), (mli.krn_gru_cell_fx16, 3, "fx16")
 def test_cell_valid_call_is_ok(fn, G, flavor):
     a = cell_args(G, flavor)
     assert call_cell(fn, a) == S.MLI_STATUS_OK
-    assert a["out"].shape == [3, 5]
+    assert a["out"].rank == 2 and a["out"].shape == [3, 5, 0, 0]  # shape[MLI_MAX_RANK], rank entries count
 
 
 @pytest.mark.parametrize("fn,G,flavor", CELLS)
@@ -171,16 +177,16 @@ def test_cell_valid_call_is_ok(fn, G, flavor):
 def test_cell_misuse(fn, G, flavor, what, expected):
     a = cell_args(G, flavor)
     if what == "in_rank":
-        a["in_"].shape, a["in_"].rank, a["in_"].mem_stride = [12], 1, [0]
+        a["in_"].shape, a["in_"].rank, a["in_"].mem_stride = [12], 1, [1]
     elif what == "w_shape":
         a["weights_out"].shape = [G, 5, 4]
     elif what == "bias_shape":
-        a["bias"].shape, a["bias"].rank, a["bias"].mem_stride = [G * 5], 1, [0]
+        a["bias"].shape, a["bias"].rank, a["bias"].mem_stride = [G * 5], 1, [1]
         if flavor == "sa8":
             b = a["bias"]
             b.dim, b.scale, b.zero_point, b.scale_frac_bits = -1, b.scale[:1], b.zero_point[:1], b.scale_frac_bits[:1]
-    elif what == "out_small":
-        a["out"].capacity = 14 * a["out"].element_size
+    elif what == "out_small":  # a valid descriptor (shape [14], 28 bytes) short of the T*M results: BAD_TENSOR
+        a["out"].shape[0], a["out"].capacity = 14, 14 * a["out"].element_size
     elif what == "scratch_small":
         a["cfg"].scratch_capacity = G * 5 - 1
     elif what == "bad_direction":
@@ -193,7 +199,7 @@ def test_cell_misuse(fn, G, flavor, what, expected):
         a["sigm_lut"].data = a["sigm_lut"].data[:100]
     elif what == "w_type":
         w = a["weights_in"]
-        a["weights_in"] = mli.Tensor(w.data.astype(np.int32), w.shape, el_type=mli.MLI_EL_SA_32, scale=w.scale,
+        a["weights_in"] = mli.Tensor(w.data.astype(np.int32), w.dims, el_type=mli.MLI_EL_SA_32, scale=w.scale,
                                      zero_point=w.zero_point, scale_frac_bits=w.scale_frac_bits, dim=w.dim)
     elif what == "w_stride":
         w = a["weights_in"]
@@ -237,7 +243,10 @@ def test_eltwise_and_activation_misuse():
     assert mli.krn_eltwise_add_fx16(x, x, out) == S.MLI_STATUS_OK
     assert mli.krn_eltwise_add_fx16(x, y, out) == S.MLI_STATUS_SHAPE_MISMATCH
     assert mli.krn_eltwise_add_fx16(x, mli.fx_tensor([3], 8), out) == S.MLI_STATUS_OK  # scalar broadcast
-    assert mli.krn_eltwise_mul_fx16(x, x, mli.empty_tensor(mli.MLI_EL_FX_16, 5)) == S.MLI_STATUS_NOT_ENGH_MEM
+    assert mli.krn_eltwise_mul_fx16(x, x, mli.empty_tensor(mli.MLI_EL_FX_16, 5)) == S.MLI_STATUS_SHAPE_MISMATCH
+    short = mli.empty_tensor(mli.MLI_EL_FX_16, 6)
+    short.capacity = 10
+    assert mli.krn_eltwise_mul_fx16(x, x, short) == S.MLI_STATUS_NOT_ENGH_MEM
     assert mli.krn_eltwise_mul_sa8(x, x, out) == S.MLI_STATUS_TYPE_MISMATCH
     assert mli.krn_eltwise_sub_fx16(x, x, mli.empty_tensor(mli.MLI_EL_SA_8, 6)) == S.MLI_STATUS_INCOMPATEBLE_TENSORS
     lut = mli.Lut()
@@ -260,7 +269,10 @@ def test_hlp_helpers():
     dst = mli.empty_tensor(mli.MLI_EL_FX_8, 4, frac_bits=4)
     assert mli.hlp_convert_tensor(src, dst) == S.MLI_STATUS_OK
     np.testing.assert_array_equal(dst.values(), [8, -4, 48, -128])  # -9 * 16 saturates
-    assert mli.hlp_convert_tensor(src, mli.empty_tensor(mli.MLI_EL_FX_8, 3)) == S.MLI_STATUS_NOT_ENGH_MEM
+    assert mli.hlp_convert_tensor(src, mli.empty_tensor(mli.MLI_EL_FX_8, 3)) == S.MLI_STATUS_SHAPE_MISMATCH
+    short = mli.empty_tensor(mli.MLI_EL_FX_8, 4)
+    short.capacity = 3
+    assert mli.hlp_convert_tensor(src, short) == S.MLI_STATUS_NOT_ENGH_MEM
 
 
 @settings(max_examples=60, deadline=None)
@@ -282,7 +294,7 @@ def test_hlp_create_subtensor_is_a_view_with_sliced_per_axis_params():
     sub = mli.Tensor(el_type=mli.MLI_EL_SA_8)
     assert mli.hlp_create_subtensor(w, mli.SubTensorCfg([2, 0, 0], [1, 3, 5], 2), sub) == S.MLI_STATUS_OK
     np.testing.assert_array_equal(sub.values(), w.values()[2])
-    assert sub.shape == [3, 5] and sub.dim == -1 and sub.scale.tolist() == [30]
+    assert sub.shape[:sub.rank] == [3, 5] and sub.rank == 2 and sub.dim == -1 and sub.scale.tolist() == [30]
     sub2 = mli.Tensor(el_type=mli.MLI_EL_SA_8)
     assert mli.hlp_create_subtensor(w, mli.SubTensorCfg([1, 1, 0], [2, 2, 5], 3), sub2) == S.MLI_STATUS_OK
     np.testing.assert_array_equal(sub2.values(), w.values()[1:3, 1:3])

@@ -106,7 +106,7 @@ def test_lstm_v1_matches_scalar_reference(seed, flavor, mode, act):
     cell = mli.fx_tensor(c["c0"], f["cell"], de)
     st_ = LSTM[flavor](mli.fx_tensor(xin, f["in"], de), mli.fx_tensor(c["h0"], f_prev, de),
                        mli.fx_tensor(c["W"], f["w"], we), mli.fx_tensor(c["b"], f["b"], we),
-                       mli.RnnCellCfgDepr(MODES[mode], ACTS[act]), cell, out)
+                       mli.RnnCellCfgDepr(MODES[mode], ACTS[act], mli.empty_tensor(de, 4 * M)), cell, out)
     assert st_ == mli.MLI_STATUS_OK
     # reference
     f_ir, one = bits - 1 - 3, bits - 1
@@ -146,7 +146,7 @@ def test_basic_rnn_v1_matches_scalar_reference(seed, flavor, mode, act, stacked)
     xin = c["x"].reshape(-1) if mode == "one" else c["x"]
     st_ = RNN[flavor](mli.fx_tensor(xin, f["in"], de), mli.fx_tensor(c["h0"], f_prev, de),
                       mli.fx_tensor(c["W"], f["w"], we), mli.fx_tensor(c["b"], f["b"], we),
-                      mli.RnnCellCfgDepr(MODES[mode], ACTS[act]), out)
+                      mli.RnnCellCfgDepr(MODES[mode], ACTS[act], mli.empty_tensor(de, M * stacked)), out)
     assert st_ == mli.MLI_STATUS_OK
     f_ir = bits - 1 - 3
     blocks = c["W"].reshape(stacked, M, N + M)
@@ -181,7 +181,7 @@ def test_fully_connected_v1_matches_scalar_reference(seed, flavor):
                       out) == mli.MLI_STATUS_OK
     exp = dense1(L_(x), [], L_(Wx), [[] for _ in range(c["M"])], L_(c["b"]), f["in"], f["in"], f["w"], f["b"],
                  f_out, flavor)
-    assert out.values().tolist() == exp and out.shape == [c["M"]]
+    assert out.values().tolist() == exp and out.shape[:out.rank] == [c["M"]] and out.rank == 1
 
 
 def test_v1_misuse_statuses():
@@ -189,10 +189,14 @@ def test_v1_misuse_statuses():
     h = mli.fx_tensor(np.zeros(4, int), 15)
     W = mli.fx_tensor(np.zeros((4, 4, 7), int), 8)
     b = mli.fx_tensor(np.zeros((4, 4), int), 8)
-    cfg = mli.RnnCellCfgDepr(mli.RNN_BATCH_TO_BATCH, mli.RNN_ACT_TANH)
+    cfg = mli.RnnCellCfgDepr(mli.RNN_BATCH_TO_BATCH, mli.RNN_ACT_TANH, mli.empty_tensor(mli.MLI_EL_FX_16, 16))
     cell = mli.fx_tensor(np.zeros(4, int), 10)
     f = mli.krn_lstm_cell_fx16_v1
     assert f(x, h, W, b, cfg, cell, mli.empty_tensor(mli.MLI_EL_FX_16, 8)) == mli.MLI_STATUS_OK
+    no_ir = mli.RnnCellCfgDepr(mli.RNN_BATCH_TO_BATCH, mli.RNN_ACT_TANH)  # 1.1.1's checker: ir_tsr is required
+    assert f(x, h, W, b, no_ir, cell, mli.empty_tensor(mli.MLI_EL_FX_16, 8)) == mli.MLI_STATUS_BAD_FUNC_CFG
+    with mli.build(debug_mode="DBG_MODE_RELEASE"):
+        assert f(x, h, W, b, no_ir, cell, mli.empty_tensor(mli.MLI_EL_FX_16, 8)) == mli.MLI_STATUS_OK
     assert f(x, h, W, b, cfg, cell, mli.empty_tensor(mli.MLI_EL_FX_16, 7)) == mli.MLI_STATUS_NOT_ENGH_MEM
     assert f(x, h, mli.fx_tensor(np.zeros((4, 4, 6), int), 8), b, cfg, cell,
              mli.empty_tensor(mli.MLI_EL_FX_16, 8)) == mli.MLI_STATUS_SHAPE_MISMATCH
@@ -200,7 +204,7 @@ def test_v1_misuse_statuses():
         mli.MLI_STATUS_BAD_FUNC_CFG
     assert mli.krn_lstm_cell_fx8(x, h, W, b, cfg, cell, mli.empty_tensor(mli.MLI_EL_FX_16, 8)) == \
         mli.MLI_STATUS_TYPE_MISMATCH
-    none = mli.RnnCellCfgDepr(mli.RNN_BATCH_TO_BATCH, mli.RNN_ACT_NONE)
+    none = mli.RnnCellCfgDepr(mli.RNN_BATCH_TO_BATCH, mli.RNN_ACT_NONE, cfg.ir_tsr)
     assert f(x, h, W, b, none, cell, mli.empty_tensor(mli.MLI_EL_FX_16, 8, frac_bits=3)) == \
         mli.MLI_STATUS_INCOMPATEBLE_TENSORS
     ir = mli.empty_tensor(mli.MLI_EL_FX_16, 15)

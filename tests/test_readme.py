@@ -31,6 +31,8 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     printed = out.getvalue()
     # the outputs the README quotes next to the examples
     for quoted in ("mli2-sa8   max |Δ| = 5.21e-02", "zdnn       max |Δ| = 1.11e-03", "MLI_STATUS_OK [-52  11]",
+                   "MLI_STATUS_OK False", "MLI_STATUS_OK 344 [-32767 -32767]", "MLI_STATUS_BAD_FUNC_CFG",
+                   "MLI_STATUS_OK [-3 -3]",
                    "ZDNN_OK 4096", "000037333933", "int8x16 vs fp32: 0.011", "max |error| 6.02e-05",
                    "max |int8 model - Keras| = 0.004898186773061752", "Int8Inputs max |Δ| = 8.97e-03",
                    "rounded ran; compiled declined: rounding policy 'bf16' (the kernel computes EXACT only)",

@@ -1,18 +1,46 @@
-"""``fusedrnn.mli``: embARC MLI's API in Python, bit-exact with the MLI 2.0 x86 reference build.
+"""``fusedrnn.mli``: embARC MLI 2.0's API in Python, bit-exact with the MLI 2.0 x86 reference build.
 
-Function names are MLI's without the ``mli_`` prefix; kernels return :class:`Status` codes as MLI does. The
-build flags are a context: ``with build(round_mode="CONVERGENT", full_accu=True): ...``.
+Function names are MLI's without the ``mli_`` prefix, structures carry C's field names (``t.data.mem``,
+``t.data.capacity``, ``t.el_params.fx.frac_bits``, ``t.el_params.sa.scale``, ``t.shape[MLI_MAX_RANK]``,
+``lut.length`` ...), and kernels return :class:`Status` codes as MLI does. The build flags are a context:
+``with build(round_mode="CONVERGENT", full_accu=True, debug_mode="DBG_MODE_RET_CODES"): ...``; the parameter
+checks of MLI's ``mli_check.cc`` run in every debug mode and are skipped in ``DBG_MODE_RELEASE`` (except those
+that keep the emulation memory-safe, which return their status where MLI's release build has undefined
+behaviour).
 
-MLI 1.x kernels whose names MLI 2.0 reuses with another signature (``fully_connected_fx8/fx16``,
-``lstm_cell_fx16``) carry a ``_v1`` suffix here; the other 1.x kernels keep their names (``lstm_cell_fx8``,
-``lstm_cell_fx8w16d``, ``basic_rnn_cell_*``, ``fully_connected_fx8w16d``). The 1.x configuration struct is
-:class:`RnnCellCfgDepr` {mode, act, ir_tsr}.
+MLI 1.x has its own namespace, :mod:`fusedrnn.mli.v1`, with 1.x names and signatures
+(``fusedrnn.mli.v1.krn_fully_connected_fx16(in, weights, bias, out)``). The 1.x kernels also stay here under
+their earlier names: those whose names 2.0 reuses with another signature carry a ``_v1`` suffix
+(``krn_fully_connected_fx8_v1``, ``krn_fully_connected_fx16_v1``, ``krn_lstm_cell_fx16_v1``), the others keep
+their names (``krn_lstm_cell_fx8``, ``krn_lstm_cell_fx8w16d``, ``krn_basic_rnn_cell_*``,
+``krn_fully_connected_fx8w16d``) with the 1.x configuration :class:`RnnCellCfgDepr` {mode, act, ir_tsr}.
+
+Where MLI's documentation and its code disagree, fusedrnn does what the code (``Release_2.0.2``) does:
+
+- ``mli_hlp_convert_tensor``: the documentation lets the function fill the output's shape; ``mli_check.cc``
+  requires the caller's output shape to equal the input's (SHAPE_MISMATCH otherwise).
+- Output tensors of ``fully_connected`` and ``rnn_dense``: documented as filled by the kernel; the checker
+  requires the caller to set rank 1 and the output length (SHAPE_MISMATCH) with positive ``mem_stride``.
+- ``mem_stride``: the documentation allows 0 for "dense" (1.x wording); the 2.0 checker rejects any stride <= 0
+  (BAD_TENSOR). A tensor's capacity short of its shape is NOT_ENGH_MEM (``check_tensor_private``), not
+  BAD_TENSOR.
+- ``mli_hlp_count_elem_num`` returns 0 when ``start_dim`` >= rank (rank > 0) in a debug build, 1 in a release
+  build (the empty product), where the documentation only says start_dim must be smaller than the rank.
+- Rank-0 tensors: the value sits in the container (``data.mem`` a number) and capacity is ignored
+  (``mli_chk_scalar_tensor``), which the documentation's "scalar" paragraph leaves open.
+- ``mli_krn_argmax``: ties go to the element met later in memory order (the heap replaces a root that is not
+  larger), the documentation promises no order.
+
+Beyond MLI: an ``RnnCellCfg`` without ``scratch_data`` lets the kernel allocate it (MLI's checker returns
+BAD_FUNC_CFG for a NULL pointer); a ``FullyConnectedCfg`` of None is BAD_FUNC_CFG in a debug mode and "no ReLU"
+without checks; element types keep 2.0's numbers in the 1.x namespace.
 """
 
 from __future__ import annotations
 
 from . import config as _config
 from .config import *  # noqa: F403 - build flags, structures and enums under their MLI names
+from .diverse import ArgmaxCfg, MovCfg, krn_argmax_fx16, krn_argmax_sa8, mov_cfg_for_copy, mov_tensor_sync
 from .eltwise_api import (
     krn_eltwise_add_fx16,
     krn_eltwise_add_sa8,
@@ -33,10 +61,14 @@ from .fully_connected import (
     krn_fully_connected_sa8_sa8_sa32_ext_bias,
 )
 from .helpers import (
+    PointToSubtsrCfg,
     SubTensorCfg,
     hlp_convert_tensor,
+    hlp_convert_tensor_safx,
     hlp_count_elem_num,
     hlp_create_subtensor,
+    hlp_point_to_subtensor,
+    hlp_tensor_data_ptr_cmp,
     hlp_tensor_element_size,
     hlp_tensor_scale,
     hlp_tensor_scale_shift,
@@ -82,7 +114,7 @@ from .status import (
     MLI_STATUS_TYPE_MISMATCH,
     Status,
 )
-from .tensors import Tensor, empty_tensor, fx_tensor, sa_tensor
+from .tensors import DataContainer, ElParams, FxParams, SaParams, Tensor, empty_tensor, fx_tensor, sa_tensor
 
 __all__ = [
     # build flags, structures and enums (config.__all__), the lookup table
@@ -96,7 +128,10 @@ __all__ = [
     # tensors and helpers
     "Tensor", "fx_tensor", "sa_tensor", "empty_tensor", "hlp_count_elem_num", "hlp_tensor_element_size",
     "hlp_tensor_scale", "hlp_tensor_scale_shift", "hlp_tensor_zero_offset", "hlp_convert_tensor",
-    "hlp_create_subtensor", "SubTensorCfg",
+    "hlp_create_subtensor", "SubTensorCfg", "DataContainer", "ElParams", "FxParams", "SaParams",
+    "hlp_convert_tensor_safx", "hlp_tensor_data_ptr_cmp", "hlp_point_to_subtensor", "PointToSubtsrCfg",
+    # data movement and argmax
+    "MovCfg", "mov_cfg_for_copy", "mov_tensor_sync", "ArgmaxCfg", "krn_argmax_sa8", "krn_argmax_fx16",
     # MLI 2.0 kernels
     "krn_fully_connected_fx8", "krn_fully_connected_fx16", "krn_fully_connected_fx16_fx8_fx8",
     "krn_fully_connected_sa8_sa8_sa32", "krn_fully_connected_sa8_sa8_sa32_ext_bias",

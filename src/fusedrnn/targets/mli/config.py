@@ -1,8 +1,11 @@
-"""MLI enums, configuration structures and the two build flags (``ROUND_MODE``, ``FULL_ACCU``).
+"""MLI enums, configuration structures and the build flags (``ROUND_MODE``, ``FULL_ACCU``, ``MLI_DEBUG_MODE``).
 
-MLI fixes rounding and accumulator behaviour when the library is compiled; here they are a context:
-``with build(round_mode="CONVERGENT", full_accu=True): ...`` (defaults: ``ROUND_MODE=UP``, and
-``FULL_ACCU=OFF`` as the cmake default, see spec mli.md §0.2). Kernels read the flags when called.
+MLI fixes rounding, accumulator behaviour and its parameter checks when the library is compiled; here they are a
+context: ``with build(round_mode="CONVERGENT", full_accu=True, debug_mode="DBG_MODE_RELEASE"): ...`` (defaults:
+``ROUND_MODE=UP``, ``FULL_ACCU=OFF`` as the cmake default, see spec mli.md §0.2, and ``DBG_MODE_RET_CODES``:
+the checks of ``mli_check.cc`` on, their statuses returned). MLI's own default is ``DBG_MODE_RELEASE`` (no
+checks, every kernel returns OK); ``DBG_MODE_ASSERT``, ``DBG_MODE_DEBUG`` and ``DBG_MODE_FULL`` return the same
+statuses as ``DBG_MODE_RET_CODES`` (they add assertions and messages). Kernels read the flags when called.
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ class RnnDenseCfg:
 
 @dataclass
 class RnnCellCfg:
-    """``mli_rnn_cell_cfg`` (MLI 2.0): ``scratch_data`` is the intermediate buffer (an int array whose size is the
-    capacity in elements; None lets the kernel allocate it)."""
+    """``mli_rnn_cell_cfg`` (MLI 2.0): ``scratch_data`` is the intermediate buffer, an ``mli_data_container``
+    (:class:`~fusedrnn.targets.mli.tensors.DataContainer`, capacity in bytes) as in C, or an array (its size, or
+    ``scratch_capacity`` bytes); None lets the kernel allocate it."""
 
     direction: RnnDirection = RnnDirection.RNN_DIR_FORWARD
     results: RnnResults = RnnResults.RNN_OUT_LAST
@@ -77,14 +81,22 @@ class RnnCellCfgDepr:
 
 
 ROUND_MODES = ("UP", "CONVERGENT")
+DEBUG_MODES = ("DBG_MODE_RELEASE", "DBG_MODE_RET_CODES", "DBG_MODE_ASSERT", "DBG_MODE_DEBUG", "DBG_MODE_FULL")
 
 
 @dataclass(frozen=True)
 class BuildConfig:
-    """The MLI build flags: ``round_mode`` "UP" | "CONVERGENT", ``full_accu`` bool."""
+    """The MLI build flags: ``round_mode`` "UP" | "CONVERGENT", ``full_accu`` bool, ``debug_mode`` one of
+    :data:`DEBUG_MODES`."""
 
     round_mode: str = "UP"
     full_accu: bool = False
+    debug_mode: str = "DBG_MODE_RET_CODES"
+
+    @property
+    def checks(self) -> bool:
+        """Whether the kernels run MLI's parameter checks (every mode but ``DBG_MODE_RELEASE``)."""
+        return self.debug_mode != "DBG_MODE_RELEASE"
 
     @property
     def mode(self) -> str:
@@ -96,12 +108,15 @@ _DEFAULT = BuildConfig()
 _CURRENT: contextvars.ContextVar[BuildConfig] = contextvars.ContextVar("mli_build", default=_DEFAULT)
 
 
-def make_build(round_mode: str = "UP", full_accu: bool = False) -> BuildConfig:
+def make_build(round_mode: str = "UP", full_accu: bool = False,
+               debug_mode: str = "DBG_MODE_RET_CODES") -> BuildConfig:
     if not isinstance(round_mode, str) or round_mode.upper() not in ROUND_MODES:
         raise AttributeValueError(f"round_mode: expected one of {ROUND_MODES}, got {round_mode!r}")
     if not isinstance(full_accu, bool):
         raise AttributeValueError(f"full_accu: expected a bool (ON=True, OFF=False), got {full_accu!r}")
-    return BuildConfig(round_mode.upper(), full_accu)
+    if debug_mode not in DEBUG_MODES:
+        raise AttributeValueError(f"debug_mode: expected one of {DEBUG_MODES}, got {debug_mode!r}")
+    return BuildConfig(round_mode.upper(), full_accu, debug_mode)
 
 
 def current_build() -> BuildConfig:
@@ -110,18 +125,20 @@ def current_build() -> BuildConfig:
 
 
 @contextlib.contextmanager
-def build(round_mode: str = "UP", full_accu: bool = False):
-    """Run kernels as if MLI were compiled with ``ROUND_MODE=round_mode`` and ``FULL_ACCU=ON/OFF``."""
-    token = _CURRENT.set(make_build(round_mode, full_accu))
+def build(round_mode: str = "UP", full_accu: bool = False, debug_mode: str = "DBG_MODE_RET_CODES"):
+    """Run kernels as if MLI were compiled with ``ROUND_MODE=round_mode``, ``FULL_ACCU=ON/OFF`` and
+    ``MLI_DEBUG_MODE=debug_mode``."""
+    token = _CURRENT.set(make_build(round_mode, full_accu, debug_mode))
     try:
         yield current_build()
     finally:
         _CURRENT.reset(token)
 
 
-def set_build(round_mode: str = "UP", full_accu: bool = False) -> BuildConfig:
+def set_build(round_mode: str = "UP", full_accu: bool = False,
+              debug_mode: str = "DBG_MODE_RET_CODES") -> BuildConfig:
     """Set the build flags for the current context (returns the new flags)."""
-    b = make_build(round_mode, full_accu)
+    b = make_build(round_mode, full_accu, debug_mode)
     _CURRENT.set(b)
     return b
 
@@ -129,5 +146,5 @@ def set_build(round_mode: str = "UP", full_accu: bool = False) -> BuildConfig:
 __all__ = [
     "build", "current_build", "set_build", "BuildConfig", "ElType", "ReluType", "RnnDirection", "RnnResults",
     "RnnAct", "RnnMode", "ReluCfg", "FullyConnectedCfg", "RnnDenseCfg", "RnnCellCfg", "RnnCellCfgDepr",
-    "MLI_MAX_RANK", "MLI_RNN_MAX_INPUT", *ENUM_CONSTANTS,
+    "MLI_MAX_RANK", "MLI_RNN_MAX_INPUT", "DEBUG_MODES", *ENUM_CONSTANTS,
 ]

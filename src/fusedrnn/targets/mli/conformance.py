@@ -23,7 +23,7 @@ from .config import (
     RnnResults,
 )
 from .luts import make_lut
-from .tensors import EL_DTYPE, Tensor
+from .tensors import EL_DTYPE, Tensor, dense_strides
 
 
 @dataclass
@@ -89,9 +89,8 @@ def run_case(case: Case, api) -> tuple[int, dict]:
     fn = getattr(api, case.function.removeprefix("mli_"))
     cfg = cfg_of(case)
     out = t["out"]
-    out.shape = [out.data.size]
-    out.rank = 1
-    out.mem_stride = [0]
+    shape = list(case.expected["out__UP"].shape)  # the test harness's output descriptor: the expected shape, dense
+    out.shape, out.rank, out.mem_stride = shape, len(shape), dense_strides(shape)
     if case.kernel == "mli_krn_fully_connected":
         st = fn(t["in"], t["weights"], t["bias"], cfg, out)
     elif case.kernel == "mli_krn_rnn_dense":
@@ -101,9 +100,9 @@ def run_case(case: Case, api) -> tuple[int, dict]:
         tanh, sigm = make_lut("tanh"), make_lut("sigm")
         args = [t["in"], t["prev_out"], t["weights_in"], t["weights_out"], t["bias"], tanh, sigm, cfg]
         st = fn(*args, t["cell"], out) if case.kernel == "mli_krn_lstm_cell" else fn(*args, out)
-    res = {"out": out.values().astype(out.data.dtype)}
+    res = {"out": out.values().astype(out.mem.dtype)}
     if "cell" in t:
-        res["cell"] = t["cell"].values().astype(t["cell"].data.dtype)
+        res["cell"] = t["cell"].values().astype(t["cell"].mem.dtype)
     return int(st), res
 
 

@@ -7,7 +7,20 @@ import numpy as np
 
 from . import _arith as A
 from . import dense as D
-from .checks import check_bias, check_out, check_tensor, check_types, check_zero_points, contiguous, inner_stride_one
+from .checks import (
+    _check_container,
+    check,
+    check_bias,
+    check_not_overlapped,
+    check_out,
+    check_out_frac,
+    check_tensor,
+    check_types,
+    check_zero_points,
+    contiguous,
+    debug_checks,
+    inner_stride_one,
+)
 from .config import ElType, FullyConnectedCfg, ReluType, current_build
 from .status import Status, mli_kernel, require
 from .tensors import Tensor
@@ -18,30 +31,55 @@ TYPES = {"fx16": (FX16, FX16, FX16), "fx16_fx8_fx8": (FX16, FX8, FX8), "fx8": (F
 WMAX = {FX8: 128, FX16: 32768, SA8: 128}
 
 
-def _check(flavor: str, in_: Tensor, weights: Tensor, bias: Tensor, cfg, out: Tensor, mode: str) -> None:
+def _check_common(in_, weights, bias, cfg, out) -> None:
+    """``mli_chk_fully_connected``: valid tensors; out of in's element type (TYPE_MISMATCH); a cfg
+    (BAD_FUNC_CFG); weights rank 2 [N, M], bias rank 1 [M], out rank 1 [M], N = in's elements (SHAPE_MISMATCH); in
+    and bias contiguous, weights' innermost stride 1, out contiguous (INCOMPATEBLE_TENSORS); in and out buffers
+    apart (INCOMPATEBLE_TENSORS). Without the checks out is given the shape [M] and a None cfg means no ReLU."""
     S = Status
-    if flavor != "sa8":  # the fx checks test the element types first
-        for t, name in ((in_, "in"), (weights, "weights"), (bias, "bias")):
-            check_tensor(t, name)
-        check_types(zip((in_, weights, bias), TYPES[flavor], ("in", "weights", "bias"), strict=True))
-        check_bias(flavor, in_, weights, bias, mode)
-    check_out(out)
     for t, name in ((in_, "in"), (weights, "weights"), (bias, "bias")):
         check_tensor(t, name)
+    check_out(out)
+    if debug_checks():
+        check_tensor(out, "out", writes=True)
+    check(out.el_type == in_.el_type, S.MLI_STATUS_TYPE_MISMATCH,
+          f"out: element type {out.el_type.name} differs from in's {in_.el_type.name}")
+    check(cfg is not None, S.MLI_STATUS_BAD_FUNC_CFG, "cfg: expected a FullyConnectedCfg, got None")
     require(cfg is None or isinstance(cfg, FullyConnectedCfg), S.MLI_STATUS_BAD_FUNC_CFG,
             f"cfg: expected a FullyConnectedCfg, got {type(cfg).__name__}")
     require(cfg is None or int(cfg.relu.type) in tuple(ReluType), S.MLI_STATUS_BAD_FUNC_CFG,
             f"cfg.relu.type: expected a ReluType, got {cfg.relu.type if cfg else None!r}")
     require(weights.rank == 2, S.MLI_STATUS_SHAPE_MISMATCH, f"weights: expected rank 2 [N, M], got {weights.rank}")
     require(bias.rank == 1, S.MLI_STATUS_SHAPE_MISMATCH, f"bias: expected rank 1 [M], got {bias.rank}")
+    check(out.rank == 1, S.MLI_STATUS_SHAPE_MISMATCH, f"out: expected rank 1 [M], got {out.rank}")
     require(in_.count() == weights.shape[0], S.MLI_STATUS_SHAPE_MISMATCH,
             f"weights: shape[0] {weights.shape[0]} must equal the {in_.count()} input elements")
     require(bias.shape[0] == weights.shape[1], S.MLI_STATUS_SHAPE_MISMATCH,
             f"bias: length {bias.shape[0]} must equal weights.shape[1] {weights.shape[1]}")
+    check(out.shape[0] == weights.shape[1], S.MLI_STATUS_SHAPE_MISMATCH,
+          f"out: length {out.shape[0]} must equal weights.shape[1] {weights.shape[1]}")
     require(contiguous(in_) and inner_stride_one(weights) and contiguous(bias), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
             "in and bias must be contiguous and weights' innermost mem_stride 1")
+    check(out.rank != 1 or out.mem_stride[0] == 1, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+          f"out: layout must be contiguous (mem_stride[0] 1), got {out.mstrides}")
+    check_not_overlapped(in_, out, "in/out")
     require(weights.shape[1] * in_.element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
             f"out: capacity {out.capacity} bytes < {weights.shape[1] * in_.element_size} needed")
+
+
+def _check(flavor: str, in_: Tensor, weights: Tensor, bias: Tensor, cfg, out: Tensor, mode: str) -> None:
+    """``mli_chk_fully_connected_<flavor>``: fx flavours check element types, bias and out frac bits first, then
+    :func:`_check_common`; sa8 checks :func:`_check_common` first, then types, quantization parameters and the
+    bias scale."""
+    S = Status
+    if flavor != "sa8":  # the fx checks test the element types first
+        for t, name in ((in_, "in"), (weights, "weights"), (bias, "bias")):
+            _check_container(t, name, False)
+        check_types(zip((in_, weights, bias), TYPES[flavor], ("in", "weights", "bias"), strict=True))
+        check_bias(flavor, in_, weights, bias, mode)
+        check_out(out)
+        check_out_frac(in_, weights, out)
+    _check_common(in_, weights, bias, cfg, out)
     if flavor == "sa8":
         check_types(zip((in_, weights, bias), TYPES[flavor], ("in", "weights", "bias"), strict=True))
         check_zero_points(in_, "in", zero=False)

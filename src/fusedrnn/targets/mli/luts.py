@@ -8,30 +8,59 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import _arith as A
+from .config import ElType
 from .status import Status
+from .tensors import DataContainer
 
 KMAX_FRAC_FX16 = 15
 KMAX_FRAC_FX8 = 7
 
 
-@dataclass
 class Lut:
-    """``mli_lut``: int16 ``data`` (Q15 outputs), ``in_frac_bits``, ``out_frac_bits``, ``input_offset``."""
+    """``mli_lut``: ``data`` (a :class:`.tensors.DataContainer` of int16 Q15 outputs: ``data.mem`` the buffer,
+    ``data.capacity`` its bytes), ``type`` (element type of the table), ``length`` (entries), ``in_frac_bits``,
+    ``out_frac_bits``, ``input_offset``, ``output_offset``; ``kind`` ("tanh" / "sigm") is fusedrnn's note of the
+    function. ``Lut(data=buf)`` with a preallocated int16 array (or a container) is filled in place by
+    ``krn_*_create_lut``; ``Lut()`` lets it allocate the table. The buffer passes array attributes through
+    (``lut.data.size``, ``lut.data[:4]``) as in earlier versions."""
 
-    data: np.ndarray | None = None
-    in_frac_bits: int = 0
-    out_frac_bits: int = 15
-    input_offset: int = 0
-    kind: str = ""
+    def __init__(self, data=None, in_frac_bits: int = 0, out_frac_bits: int = 15, input_offset: int = 0,
+                 kind: str = "", *, type=None, length: int | None = None, output_offset: int = 0):
+        self.data = data
+        self.in_frac_bits = in_frac_bits
+        self.out_frac_bits = out_frac_bits
+        self.input_offset = input_offset
+        self.output_offset = output_offset
+        self.kind = kind
+        self.type = ElType.MLI_EL_FX_16 if type is None else type
+        m = self._data.mem
+        self.length = (int(m.size) if isinstance(m, np.ndarray) else 0) if length is None else int(length)
 
     @property
-    def length(self) -> int:
-        return 0 if self.data is None else int(self.data.size)
+    def data(self) -> DataContainer:
+        return self._data
+
+    @data.setter
+    def data(self, value) -> None:
+        """A container replaces the table's; an array or None becomes a container of its size."""
+        self._data = value if isinstance(value, DataContainer) else DataContainer(mem=value)
+        if "length" in self.__dict__:
+            m = self._data.mem
+            self.length = int(m.size) if isinstance(m, np.ndarray) else 0
+
+    @property
+    def table(self) -> np.ndarray:
+        """The ``length`` entries of the table (a view of the buffer)."""
+        return self._data.mem[:self.length]
+
+    def __repr__(self) -> str:
+        return (f"Lut(kind={self.kind!r}, length={self.length}, data={self._data!r}, in_frac_bits="
+                f"{self.in_frac_bits}, out_frac_bits={self.out_frac_bits}, input_offset={self.input_offset}, "
+                f"output_offset={self.output_offset})")
 
 
 def _sigm(x: float) -> float:
@@ -70,14 +99,27 @@ def lut_size(func: str, version: str = "2.0") -> int:
 
 
 def create_lut(lut: Lut, func: str, version: str = "2.0") -> Status:
-    """Fill ``lut`` (``mli_krn_{tanh,sigm}_create_lut``); NOT_ENGH_MEM when a preallocated ``data`` is short."""
+    """Fill ``lut`` (``mli_krn_{tanh,sigm}_create_lut``): the table is copied into the caller's buffer
+    ``lut.data.mem`` (NOT_ENGH_MEM when ``lut.data.capacity`` is short of its bytes, as ``mli_chk_lut``; a
+    buffer that is not a writable int16 array is ARGUMENT_ERROR); ``Lut()`` without a buffer gets a new one. Then
+    type, length, frac bits and offsets are set."""
     if not isinstance(lut, Lut):
         return Status.MLI_STATUS_ARGUMENT_ERROR
     ref = make_lut(func, version)
-    if lut.data is not None and np.size(lut.data) < ref.length:
-        return Status.MLI_STATUS_NOT_ENGH_MEM
-    lut.data, lut.in_frac_bits, lut.out_frac_bits = ref.data, ref.in_frac_bits, ref.out_frac_bits
-    lut.input_offset, lut.kind = ref.input_offset, func
+    lut.type = ElType.MLI_EL_FX_16
+    c = lut.data
+    if c.mem is None:
+        lut.data = DataContainer(mem=ref.data.mem.copy())
+    else:
+        m = c.mem
+        if not (isinstance(m, np.ndarray) and m.dtype == np.int16 and m.ndim == 1 and m.flags.writeable
+                and isinstance(c.capacity, (int, np.integer)) and 0 <= c.capacity <= m.nbytes):
+            return Status.MLI_STATUS_ARGUMENT_ERROR
+        if c.capacity < ref.length * 2:
+            return Status.MLI_STATUS_NOT_ENGH_MEM
+        m[:ref.length] = ref.data.mem
+    lut.length, lut.in_frac_bits, lut.out_frac_bits = ref.length, ref.in_frac_bits, ref.out_frac_bits
+    lut.input_offset, lut.output_offset, lut.kind = ref.input_offset, 0, func
     return Status.MLI_STATUS_OK
 
 
@@ -85,7 +127,7 @@ def lut_eval(q, lut: Lut, fi: int, mode: str, sa: tuple[int, int, int] | None = 
     """Q15 table output for integer inputs ``q`` with ``fi`` fraction bits (fx), or for sa8 inputs with
     ``sa = (scale, zero_point, scale_frac_bits)`` converted to ``fi`` fraction bits first (§2.7)."""
     q = A.i64(q)
-    L = lut.data.astype(np.int64)
+    L = lut.table.astype(np.int64)
     n = L.size
     shift_in = min(fi - lut.in_frac_bits, 15)
     if shift_in > 0:
@@ -157,5 +199,5 @@ def act_table(kind: str, qp, flavor: str, lut: Lut, mode: str) -> np.ndarray:
     """The read-only int16 table of :func:`act_lookup`: entry x + 128 (sa8) or x + 32768 (fx16) is the output for
     input x."""
     key = tuple(map(int, qp)) if flavor == "sa8" else (int(qp),)
-    return _act_table(kind, lut.data.astype(np.int16).tobytes(), int(lut.in_frac_bits), int(lut.input_offset),
+    return _act_table(kind, lut.table.astype(np.int16).tobytes(), int(lut.in_frac_bits), int(lut.input_offset),
                       "sa8" if flavor == "sa8" else "fx16", key, mode)

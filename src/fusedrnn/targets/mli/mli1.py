@@ -24,8 +24,9 @@ import numpy as np
 from ... import conventions
 from . import _arith as A
 from . import _compiled as C
-from .checks import check_out, check_tensor, check_types
-from .config import ElType, RnnAct, RnnCellCfgDepr, RnnMode
+from . import dense as D
+from .checks import check, check_out, check_tensor, check_types, contiguous, debug_checks
+from .config import ElType, ReluCfg, ReluType, RnnAct, RnnCellCfgDepr, RnnMode
 from .luts import act_fx8, act_fx16, make_lut
 from .status import Status, define_kernels, fail, require
 
@@ -178,11 +179,11 @@ def _fc1(flavor, in_, weights, bias, out):
     ti, tw, bits = FLAVORS[flavor]
     check_out(out)
     for t, n in ((in_, "in"), (weights, "weights"), (bias, "bias")):
-        check_tensor(t, n)
+        check_tensor(t, n, v1=True)
     check_types([(in_, ti, "in"), (weights, tw, "weights"), (bias, tw, "bias")])
     require(weights.rank == 2 and bias.rank == 1 and bias.shape[0] == weights.shape[0]
             and weights.shape[1] == in_.count(), S.MLI_STATUS_SHAPE_MISMATCH,
-            f"weights/bias: expected [M, {in_.count()}] and [M], got {weights.shape} and {bias.shape}")
+            f"weights/bias: expected [M, {in_.count()}] and [M], got {weights.dims} and {bias.dims}")
     require(bias.frac_bits <= in_.frac_bits + weights.frac_bits, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
             "bias: frac_bits exceed in + weights frac bits")
     M = weights.shape[0]
@@ -198,14 +199,14 @@ def _cell_common(flavor, G, in_, prev_out, weights, bias, cfg, out, stacked_ok=F
     ti, tw, bits = FLAVORS[flavor]
     check_out(out)
     for t, n in ((in_, "in"), (prev_out, "prev_out"), (weights, "weights"), (bias, "bias")):
-        check_tensor(t, n)
+        check_tensor(t, n, v1=True)
     require(isinstance(cfg, RnnCellCfgDepr), S.MLI_STATUS_BAD_FUNC_CFG, f"cfg: expected RnnCellCfgDepr, got {cfg!r}")
     try:
         mode, act = RnnMode(cfg.mode), RnnAct(cfg.act)
     except ValueError:
         fail(S.MLI_STATUS_BAD_FUNC_CFG, f"cfg: bad mode {cfg.mode!r} or act {cfg.act!r}")
     check_types([(in_, ti, "in"), (prev_out, ti, "prev_out"), (weights, tw, "weights"), (bias, tw, "bias")])
-    require(prev_out.rank == 1, S.MLI_STATUS_SHAPE_MISMATCH, f"prev_out: expected rank 1 [M], got {prev_out.shape}")
+    require(prev_out.rank == 1, S.MLI_STATUS_SHAPE_MISMATCH, f"prev_out: expected rank 1 [M], got {prev_out.dims}")
     M = prev_out.shape[0]
     if mode == RnnMode.RNN_ONE_TO_ONE:
         T, N = 1, in_.count()
@@ -217,8 +218,8 @@ def _cell_common(flavor, G, in_, prev_out, weights, bias, cfg, out, stacked_ok=F
         wshape, bshape = [L, M, N + M], [L, M]
     else:
         wshape, bshape = ([G, M, N + M], [G, M]) if G > 1 else ([M, N + M], [M])
-    require(weights.shape == wshape and bias.shape == bshape, S.MLI_STATUS_SHAPE_MISMATCH,
-            f"weights/bias: expected {wshape} and {bshape}, got {weights.shape} and {bias.shape}")
+    require(weights.dims == wshape and bias.dims == bshape, S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights/bias: expected {wshape} and {bshape}, got {weights.dims} and {bias.dims}")
     require(bias.frac_bits <= in_.frac_bits + weights.frac_bits, S.MLI_STATUS_INCOMPATEBLE_TENSORS,
             "bias: frac_bits exceed in + weights frac bits")
     n_out = (T if mode == RnnMode.RNN_BATCH_TO_BATCH else 1) * M * L
@@ -230,11 +231,16 @@ def _cell_common(flavor, G, in_, prev_out, weights, bias, cfg, out, stacked_ok=F
     return mode, _ACT[act], T, N, M, L, bits
 
 
-def _ir_capacity(cfg, need_elems, elem_size):
+def _ir_capacity(cfg, need_elems, elem_size, required: bool):
+    """``cfg.ir_tsr``, the kernel's scratch: where ``required`` (LSTM; basic RNN in batch-to-last mode) a tensor
+    with a data pointer (BAD_FUNC_CFG in a debug mode; without the checks fusedrnn allocates it), of at least
+    ``need_elems`` elements (NOT_ENGH_MEM)."""
     ir = cfg.ir_tsr
-    if ir is None:
-        return
-    require(getattr(ir, "data", None) is not None, S.MLI_STATUS_NOT_ENGH_MEM, "cfg.ir_tsr: no data container")
+    if ir is None or getattr(ir, "mem", None) is None:
+        check(not required, S.MLI_STATUS_BAD_FUNC_CFG, "cfg.ir_tsr: the kernel needs an intermediate tensor")
+        if ir is None:
+            return
+    require(ir.mem is not None, S.MLI_STATUS_NOT_ENGH_MEM, "cfg.ir_tsr: no data container")
     check_out(ir, "cfg.ir_tsr")  # the kernel's scratch: a writable container holding its capacity
     require(need_elems * elem_size <= ir.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
             f"cfg.ir_tsr: capacity {ir.capacity} < {need_elems * elem_size} bytes")
@@ -250,10 +256,10 @@ def _write_seq(out, Y, h, mode, frac):
 def _lstm1(flavor, in_, prev_out, weights, bias, cfg, cell, out):
     mode, act, T, N, M, _, bits = _cell_common(flavor, 4, in_, prev_out, weights, bias, cfg, out)
     require(cell is not None, S.MLI_STATUS_BAD_TENSOR, "cell: expected a tensor, got None")
-    check_tensor(cell, "cell", writes=True)  # updated in place
-    require(cell.shape == [M], S.MLI_STATUS_SHAPE_MISMATCH, f"cell: expected [{M}], got {cell.shape}")
+    check_tensor(cell, "cell", writes=True, v1=True)  # updated in place
+    require(cell.dims == [M], S.MLI_STATUS_SHAPE_MISMATCH, f"cell: expected [{M}], got {cell.dims}")
     check_types([(cell, FLAVORS[flavor][0], "cell")])
-    _ir_capacity(cfg, 4 * M, in_.element_size)
+    _ir_capacity(cfg, 4 * M, in_.element_size, True)
     W = weights.values()
     f_out = (bits - 1) if act != "none" else prev_out.frac_bits
     Y, h, c = lstm1x_sequence(in_.values().reshape(T, 1, N), prev_out.values()[None], cell.values()[None],
@@ -268,7 +274,7 @@ def _lstm1(flavor, in_, prev_out, weights, bias, cfg, cell, out):
 def _rnn1(flavor, in_, prev_out, weights, bias, cfg, out):
     mode, act, T, N, M, L, bits = _cell_common(flavor, 1, in_, prev_out, weights, bias, cfg, out, stacked_ok=True)
     if mode == RnnMode.RNN_BATCH_TO_LAST:
-        _ir_capacity(cfg, M, in_.element_size)
+        _ir_capacity(cfg, M, in_.element_size, True)
     W = weights.values().reshape(L * M, N + M)
     f_out = (bits - 1) if act != "none" else out.frac_bits
     kw = dict(f_in=in_.frac_bits, f_prev=prev_out.frac_bits, f_w=weights.frac_bits, f_b=bias.frac_bits,
@@ -299,3 +305,61 @@ KERNELS = (define_kernels(globals(), _fc1, "krn_fully_connected_", _EACH_FLAVOR,
            + define_kernels(globals(), _rnn1, "krn_basic_rnn_cell_", _EACH_FLAVOR, _DOC_RNN))
 """The names of the MLI 1.x kernels this module defines:
 ``krn_{fully_connected,lstm_cell,basic_rnn_cell}_{fx16,fx8,fx8w16d}``."""
+
+
+def _relu1(flavor, in_, cfg, out):
+    """``mli_krn_relu_fx8/fx16`` (1.x ``mli_chk_relu``): out = in clipped by the ReLU of ``cfg.type`` in in's
+    frac bits; out takes in's shape, frac bits and element type."""
+    ti, _, bits = FLAVORS[flavor]
+    check_tensor(in_, "in", v1=True)
+    require(out is not None, S.MLI_STATUS_BAD_TENSOR, "out: expected a tensor, got None")
+    check_out(out)
+    require(isinstance(cfg, ReluCfg), S.MLI_STATUS_BAD_FUNC_CFG, f"cfg: expected a ReluCfg, got {cfg!r}")
+    try:
+        relu = int(ReluType(cfg.type))
+    except ValueError:
+        fail(S.MLI_STATUS_BAD_FUNC_CFG, f"cfg.type: expected a ReluType, got {cfg.type!r}")
+    check(contiguous(in_), S.MLI_STATUS_INCOMPATEBLE_TENSORS, "in: layout must be contiguous")
+    require(in_.count() * in_.element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
+            f"out: capacity {out.capacity} < {in_.count() * in_.element_size} bytes")
+    check_types([(in_, ti, "in")])
+    lo, hi = D.relu_limits(relu, bits, 0, 1, in_.frac_bits)
+    out.el_type, out.frac_bits = ti, in_.frac_bits
+    out.write(np.clip(in_.values(), lo, hi), in_.dims)
+
+
+def _act1(kind, flavor, in_, out):
+    """``mli_krn_{tanh,sigm}_fx8/fx16`` (1.x): the 1.x tables (sigm 180 entries Q.3, tanh 178 Q.4) with
+    interpolation; out frac bits 15 (fx16) or 7 (fx8), in's shape and element type."""
+    ti, _, bits = FLAVORS[flavor]
+    check_tensor(in_, "in", v1=True)
+    require(out is not None, S.MLI_STATUS_BAD_TENSOR, "out: expected a tensor, got None")
+    check_out(out)
+    check(contiguous(in_), S.MLI_STATUS_INCOMPATEBLE_TENSORS, "in: layout must be contiguous")
+    require(in_.count() * in_.element_size <= out.capacity, S.MLI_STATUS_NOT_ENGH_MEM,
+            f"out: capacity {out.capacity} < {in_.count() * in_.element_size} bytes")
+    check_types([(in_, ti, "in")])
+    y = _act(kind, in_.values(), in_.frac_bits, bits)
+    out.el_type, out.frac_bits = ti, bits - 1
+    out.write(y, in_.dims)
+
+
+_DOC_RELU = "MLI 1.x ReLU (in, cfg, out): out takes in's shape and frac bits; returns a status."
+_DOC_ACT = "MLI 1.x {kind} (in, out) with the 1.x table; out frac bits 15 (fx16) or 7 (fx8); returns a status."
+_FX_FLAVORS = {"fx8": ("fx8",), "fx16": ("fx16",)}
+ACT_KERNELS = (define_kernels(globals(), _relu1, "krn_relu_", _FX_FLAVORS, _DOC_RELU)
+               + define_kernels(globals(), _act1, "krn_tanh_", {k: ("tanh", k) for k in _FX_FLAVORS},
+                                _DOC_ACT.format(kind="tanh"))
+               + define_kernels(globals(), _act1, "krn_sigm_", {k: ("sigm", k) for k in _FX_FLAVORS},
+                                _DOC_ACT.format(kind="sigmoid")))
+"""``krn_relu_{fx8,fx16}``, ``krn_tanh_{fx8,fx16}``, ``krn_sigm_{fx8,fx16}`` of MLI 1.x."""
+
+
+def hlp_count_elem_num(t, start_dim: int = 0) -> int:
+    """MLI 1.x ``mli_hlp_count_elem_num``: ``mli_chk_count_elem_num`` makes it 0 for rank > MLI_MAX_RANK and for
+    ``start_dim`` >= rank (rank 0 included, unlike 2.0); without the checks the empty product is 1."""
+    if not 0 <= t.rank <= 4 or start_dim < 0:
+        return 0
+    if start_dim >= t.rank and debug_checks():
+        return 0
+    return t.count(start_dim)

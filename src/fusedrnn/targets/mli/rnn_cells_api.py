@@ -7,21 +7,38 @@ import numpy as np
 
 from .cells import CellQuant, gru_sequence, lstm_sequence
 from .checks import (
+    check,
     check_bias,
     check_lut,
     check_out,
     check_tensor,
     check_types,
     check_zero_points,
+    containers_overlapped,
+    contiguous,
+    debug_checks,
     inner_stride_one,
 )
 from .config import RnnAct, RnnCellCfg, RnnDirection, RnnResults, current_build
 from .fully_connected import TYPES
 from .luts import TABLES
 from .status import Status, define_kernels, fail, require
+from .tensors import DataContainer
 
 S = Status
 _ACT = {RnnAct.RNN_ACT_NONE: "none", RnnAct.RNN_ACT_TANH: "tanh", RnnAct.RNN_ACT_SIGM: "sigm"}
+
+
+def scratch_capacity(cfg: RnnCellCfg) -> int | None:
+    """Bytes of the scratch buffer ``cfg.scratch_data`` (C's ``scratch_data.capacity``; for an array its size
+    or the legacy ``cfg.scratch_capacity``); None when there is none (fusedrnn then allocates it, where MLI's
+    checker returns BAD_FUNC_CFG for a NULL pointer)."""
+    sd = cfg.scratch_data
+    if isinstance(sd, DataContainer):
+        return int(sd.capacity) if sd.mem is not None else 0
+    if cfg.scratch_capacity is not None:
+        return int(cfg.scratch_capacity)
+    return int(sd.nbytes) if isinstance(sd, np.ndarray) else None
 
 
 def _check_lut(lut, kind: str) -> None:
@@ -52,25 +69,32 @@ def _check_cell(flavor, G, in_, prev_out, weights_in, weights_out, bias, tanh_lu
     T, N, M = in_.shape[0], in_.count(1), prev_out.count()
     check_tensor(weights_in, "weights_in")
     check_tensor(weights_out, "weights_out")
-    require(weights_in.rank == 3 and weights_in.shape == [G, N, M], S.MLI_STATUS_SHAPE_MISMATCH,
-            f"weights_in: expected shape [{G}, {N}, {M}], got {weights_in.shape}")
-    require(weights_out.rank == 3 and weights_out.shape == [G, M, M], S.MLI_STATUS_SHAPE_MISMATCH,
-            f"weights_out: expected shape [{G}, {M}, {M}], got {weights_out.shape}")
+    require(weights_in.rank == 3 and weights_in.dims == [G, N, M], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights_in: expected shape [{G}, {N}, {M}], got {weights_in.dims}")
+    require(weights_out.rank == 3 and weights_out.dims == [G, M, M], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"weights_out: expected shape [{G}, {M}, {M}], got {weights_out.dims}")
     require(inner_stride_one(weights_in) and inner_stride_one(weights_out), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
             "weights: innermost mem_stride must be 1")
     check_tensor(bias, "bias")
-    require(bias.rank == 2 and bias.shape == [G, M], S.MLI_STATUS_SHAPE_MISMATCH,
-            f"bias: expected shape [{G}, {M}], got {bias.shape}")
+    require(bias.rank == 2 and bias.dims == [G, M], S.MLI_STATUS_SHAPE_MISMATCH,
+            f"bias: expected shape [{G}, {M}], got {bias.dims}")
     if cell is not None:
         check_tensor(cell, "cell", writes=True)  # updated in place
         require(cell.rank == 1 and cell.shape[0] == M, S.MLI_STATUS_SHAPE_MISMATCH,
-                f"cell: expected shape [{M}], got {cell.shape}")
+                f"cell: expected shape [{M}], got {cell.dims}")
     seq = T if results == RnnResults.RNN_OUT_ALL else 1
+    if debug_checks():  # mli_chk_tensor(out): the caller describes the output (the kernel then sets its shape)
+        check_tensor(out, "out", writes=True)
+        check(contiguous(out), S.MLI_STATUS_INCOMPATEBLE_TENSORS, f"out: layout must be contiguous, {out.mstrides}")
     require(seq * M * in_.element_size <= out.capacity, S.MLI_STATUS_BAD_TENSOR,
             f"out: capacity {out.capacity} bytes < {seq * M * in_.element_size} needed")
-    if cfg.scratch_capacity is not None:
-        require(G * M * in_.element_size <= cfg.scratch_capacity, S.MLI_STATUS_BAD_FUNC_CFG,
-                f"cfg.scratch_capacity: {cfg.scratch_capacity} bytes < {G * M * in_.element_size} needed")
+    cap = scratch_capacity(cfg)
+    if cap is not None:
+        require(G * M * in_.element_size <= cap, S.MLI_STATUS_BAD_FUNC_CFG,
+                f"cfg.scratch_data: capacity {cap} bytes < {G * M * in_.element_size} needed")
+    if isinstance(cfg.scratch_data, DataContainer):
+        check(not containers_overlapped(in_.data, cfg.scratch_data), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
+              "in/cfg.scratch_data: buffers must not overlap")
     require(inner_stride_one(bias) and (cell is None or inner_stride_one(cell)), S.MLI_STATUS_INCOMPATEBLE_TENSORS,
             "bias/cell: innermost mem_stride must be 1")
     ti, tw, tb = TYPES[flavor]

@@ -1,0 +1,83 @@
+"""``fusedrnn.mli.v1``: embARC MLI 1.x's API (``Release_1.1.1``) with 1.x names and signatures, so that a 1.x
+program ports line by line: ``krn_fully_connected_fx16(in, weights, bias, out)``, ``krn_lstm_cell_fx16(in,
+prev_out, weights, bias, cfg, cell, out)`` with ``RnnCellCfg`` {mode, act, ir_tsr}, ``krn_relu_fx16(in, cfg,
+out)``, ``krn_tanh_fx16(in, out)`` (the 1.x tables are built in), ``hlp_point_to_subtensor``,
+``hlp_convert_tensor(in, out)`` (the output takes the input's shape). Tensors are the 2.0 :class:`Tensor` with the
+1.x field names too: ``t.data`` takes the buffer, ``t.capacity`` its bytes, ``t.el_params.fx.frac_bits``,
+``t.el_params.asym``; a ``mem_stride`` of all 0 means dense as in 1.x. Checks follow 1.1.1's ``mli_check.cc``
+(the LSTM needs ``cfg.ir_tsr``: BAD_FUNC_CFG without it in a debug mode).
+
+1.x has no host build and no kernel test vectors: the arithmetic follows :mod:`.mli1` (FXAPI semantics inferred,
+convergent rounding). Element types keep 2.0's numbers (``MLI_EL_FX_8`` is 0x8 here, 0 in 1.x's header);
+``MLI_EL_ASYM_I8`` / ``MLI_EL_ASYM_I32`` are 2.0's sa8 / sa32. Not provided: 1.x convolutions, pooling,
+element-wise and softmax kernels, and 1.1's ``krn_fully_connected_sa8_sa8_sa32``.
+"""
+
+from __future__ import annotations
+
+from .config import (
+    MLI_MAX_RANK,
+    ElType,
+    ReluCfg,
+    ReluType,
+    RnnAct,
+    RnnMode,
+    build,
+    current_build,
+    set_build,
+)
+from .config import RnnCellCfgDepr as RnnCellCfg
+from .helpers import (
+    PointToSubtsrCfg,
+    SubTensorCfg,
+    hlp_create_subtensor,
+    hlp_point_to_subtensor,
+    hlp_tensor_element_size,
+    hlp_tensor_scale,
+    hlp_tensor_scale_shift,
+    hlp_tensor_zero_offset,
+)
+from .helpers import hlp_convert_tensor_v1 as hlp_convert_tensor
+from .mli1 import (
+    hlp_count_elem_num,
+    krn_basic_rnn_cell_fx8,
+    krn_basic_rnn_cell_fx8w16d,
+    krn_basic_rnn_cell_fx16,
+    krn_fully_connected_fx8,
+    krn_fully_connected_fx8w16d,
+    krn_fully_connected_fx16,
+    krn_lstm_cell_fx8,
+    krn_lstm_cell_fx8w16d,
+    krn_lstm_cell_fx16,
+    krn_relu_fx8,
+    krn_relu_fx16,
+    krn_sigm_fx8,
+    krn_sigm_fx16,
+    krn_tanh_fx8,
+    krn_tanh_fx16,
+)
+from .status import Status
+from .tensors import DataContainer, ElParams, FxParams, SaParams, Tensor, empty_tensor, fx_tensor
+
+MLI_EL_FX_8 = ElType.MLI_EL_FX_8
+MLI_EL_FX_16 = ElType.MLI_EL_FX_16
+MLI_EL_ASYM_I8 = ElType.MLI_EL_SA_8
+MLI_EL_ASYM_I32 = ElType.MLI_EL_SA_32
+_STATUSES = {s.name: s for s in Status if s <= Status.MLI_STATUS_TYPE_MISMATCH}  # 1.x's enum ends at 12
+globals().update(_STATUSES)
+_ENUMS = {m.name: m for e in (ReluType, RnnAct, RnnMode) for m in e}
+globals().update(_ENUMS)
+
+__all__ = [
+    "Status", *_STATUSES, *_ENUMS, "MLI_MAX_RANK", "MLI_EL_FX_8", "MLI_EL_FX_16", "MLI_EL_ASYM_I8",
+    "MLI_EL_ASYM_I32", "ElType", "ReluType", "RnnAct", "RnnMode", "ReluCfg", "RnnCellCfg", "build",
+    "current_build", "set_build", "Tensor", "DataContainer", "ElParams", "FxParams", "SaParams", "fx_tensor",
+    "empty_tensor",
+    "krn_fully_connected_fx8", "krn_fully_connected_fx16", "krn_fully_connected_fx8w16d",
+    "krn_lstm_cell_fx8", "krn_lstm_cell_fx16", "krn_lstm_cell_fx8w16d",
+    "krn_basic_rnn_cell_fx8", "krn_basic_rnn_cell_fx16", "krn_basic_rnn_cell_fx8w16d",
+    "krn_relu_fx8", "krn_relu_fx16", "krn_tanh_fx8", "krn_tanh_fx16", "krn_sigm_fx8", "krn_sigm_fx16",
+    "hlp_count_elem_num", "hlp_tensor_element_size", "hlp_convert_tensor", "hlp_point_to_subtensor",
+    "PointToSubtsrCfg", "hlp_create_subtensor", "SubTensorCfg", "hlp_tensor_scale", "hlp_tensor_scale_shift",
+    "hlp_tensor_zero_offset",
+]

@@ -47,8 +47,8 @@ def test_status_values_and_messages():
     assert S.ZDNN_ALLOCATION_FAILURE == 0x00100001 and S.ZDNN_UNSUPPORTED_AIU_EXCEPTION == 0x00100005
     assert S.ZDNN_UNSUPPORTED_PARMBLOCK == 0x000C0001 and S.ZDNN_UNSUPPORTED_FORMAT == 0x000C0010
     assert S.ZDNN_MISALIGNED_SAVEAREA == 0x000C0015 and S.ZDNN_FUNC_RC_F009 == 0x000CF009
-    assert z.get_status_message(0x00100003) == "Floating point data conversion failure."
-    assert z.get_status_message(S.ZDNN_FUNC_RC_F002) == "Function specific response code (F002)."
+    assert z.get_status_message(0x00100003) == "ZDNN_CONVERT_FAILURE: Floating point data conversion failure."
+    assert z.get_status_message(S.ZDNN_FUNC_RC_F002) == "ZDNN_FUNC_RC_F002: Function specific response code (F002)."
     assert z.get_status_message(0x12345) == "(Status string is not defined.)"
     assert all(z.get_status_message(s) != "(Status string is not defined.)" for s in S)
 
@@ -74,7 +74,11 @@ def test_generate_quantized_desc_statuses():
     tf = z.TensorDesc()
     pre = desc(z.ZDNN_2D, z.FP32, 4, 4)
     assert z.generate_quantized_transformed_desc(pre, 7, tf) == S.ZDNN_INVALID_TRANSFORM_TYPE
-    assert z.generate_quantized_transformed_desc(pre, z.QUANTIZED_WEIGHTS_INT8, tf) == S.ZDNN_INVALID_TYPE
+    # libzdnn accepts any of FP32/FP16/BFLOAT/INT8 for every transform type (the API reference: INT8 only here)
+    assert z.generate_quantized_transformed_desc(pre, z.QUANTIZED_WEIGHTS_INT8, tf) == S.ZDNN_OK
+    assert (tf.layout, tf.format, tf.type) == (z.ZDNN_NHWC, z.ZDNN_FORMAT_4DWEIGHTS, z.ZDNN_BINARY_INT8)
+    assert z.generate_quantized_transformed_desc(desc(z.ZDNN_2D, z.INT32, 4, 4), z.QUANTIZED_WEIGHTS_INT8, tf) \
+        == S.ZDNN_INVALID_TYPE
     assert z.generate_quantized_transformed_desc(desc(z.ZDNN_4DS, z.FP32, 1, 1, 2, 2), z.QUANTIZED_INT8,
                                                  tf) == S.ZDNN_INVALID_LAYOUT
     assert z.generate_quantized_transformed_desc(pre, z.QUANTIZED_INT8, tf) == S.ZDNN_OK
@@ -86,8 +90,14 @@ def test_generate_concatenated_desc_statuses():
     w = desc(z.ZDNN_3DS, z.FP32, 1, 5, 3)
     assert z.generate_transformed_desc_concatenated(w, (5 << 24) | z.USAGE_WEIGHTS, tf) \
         == S.ZDNN_INVALID_CONCAT_INFO
-    assert z.generate_transformed_desc_concatenated(w, z.RNN_TYPE_LSTM | (2 << 16), tf) \
+    # libzdnn reads any PREV_LAYER other than BIDIR as UNI; an unknown usage is INVALID_CONCAT_INFO
+    assert z.generate_transformed_desc_concatenated(w, z.RNN_TYPE_LSTM | (2 << 16), tf) == S.ZDNN_OK
+    assert z.generate_transformed_desc_concatenated(w, z.RNN_TYPE_LSTM | (4 << 8), tf) \
         == S.ZDNN_INVALID_CONCAT_INFO
+    # libzdnn's order: type before layout, layout before the RNN type
+    assert z.generate_transformed_desc_concatenated(desc(z.ZDNN_2DS, z.INT8, 5, 3), z.RNN_TYPE_LSTM, tf) \
+        == S.ZDNN_INVALID_TYPE
+    assert z.generate_transformed_desc_concatenated(w, (5 << 24) | z.USAGE_BIASES, tf) == S.ZDNN_INVALID_LAYOUT
     assert z.generate_transformed_desc_concatenated(w, z.RNN_TYPE_LSTM | z.USAGE_BIASES, tf) \
         == S.ZDNN_INVALID_LAYOUT
     assert z.generate_transformed_desc_concatenated(desc(z.ZDNN_3DS, z.INT8, 1, 5, 3), z.RNN_TYPE_LSTM, tf) \
@@ -379,15 +389,15 @@ def test_versions_and_machines():
     z.set_machine("telum1")
     assert z.get_max_runnable_version() == 0x000100FF
     assert z.is_version_runnable(0x00010000) and not z.is_version_runnable(0x00010100)
-    assert not z.is_nnpa_parmblk_fmt_installed(z.NNPA_PARMBLKFORMAT_1)
-    assert not z.is_nnpa_function_installed(z.NNPA_MATMUL_OP_BCAST1)
+    assert not z.is_nnpa_parmblk_fmt_installed(1, z.NNPA_PARMBLKFORMAT_1)
+    assert not z.is_nnpa_function_installed(1, z.NNPA_MATMUL_OP_BCAST1)
     assert not z.is_nnpa_datatype_installed(z.QUERY_DATATYPE_BINARY_INT8)
     assert not z.is_nnpa_layout_fmt_installed(z.QUERY_LAYOUTFMT_4DWEIGHTS)
     z.set_machine("telum2")
     assert z.get_max_runnable_version() == 0x000102FF and z.is_version_runnable(0x00010100)
     assert not z.is_version_runnable(0x00010300)
-    assert z.is_nnpa_installed() and z.is_nnpa_function_installed() and z.is_nnpa_parmblk_fmt_installed(0, 1)
-    assert z.is_nnpa_function_installed(z.NNPA_LSTMACT, z.NNPA_GRUACT, z.NNPA_TRANSFORM)
+    assert z.is_nnpa_installed() and z.is_nnpa_function_installed(0) and z.is_nnpa_parmblk_fmt_installed(2, 0, 1)
+    assert z.is_nnpa_function_installed(3, z.NNPA_LSTMACT, z.NNPA_GRUACT, z.NNPA_TRANSFORM)
     assert z.is_nnpa_datatype_installed(z.QUERY_DATATYPE_INTERNAL1 | z.QUERY_DATATYPE_BINARY_INT8)
     assert z.is_nnpa_conversion_installed(z.NNPA_DATATYPE_1, z.QUERY_BFPFMT_TINY | z.QUERY_BFPFMT_SHORT)
     assert z.refresh_nnpa_query_result() == S.ZDNN_OK

@@ -97,12 +97,15 @@ from .transform import (
 from .ztensor import (
     ZTensor,
     allochelper_ztensor,
+    byte_view,
+    free_aligned_4k,
     free_ztensor_buffer,
     init_quantized_ztensor,
     init_quantized_ztensor_with_malloc,
     init_ztensor,
     init_ztensor_with_malloc,
     is_quantized_ztensor,
+    malloc_aligned_4k,
     reset_ztensor,
 )
 
@@ -128,7 +131,7 @@ __all__ = [
     "init_pre_transformed_desc", "generate_transformed_desc", "generate_quantized_transformed_desc",
     "generate_transformed_desc_concatenated", "init_ztensor", "init_ztensor_with_malloc", "init_quantized_ztensor",
     "init_quantized_ztensor_with_malloc", "is_quantized_ztensor", "reset_ztensor", "allochelper_ztensor",
-    "free_ztensor_buffer", "reshape_ztensor",
+    "free_ztensor_buffer", "reshape_ztensor", "malloc_aligned_4k", "free_aligned_4k", "byte_view",
     # transforms
     "transform_ztensor", "transform_ztensor_with_saturation", "transform_quantized_ztensor", "transform_origtensor",
     # operations

@@ -88,13 +88,13 @@ def _matmul(where, a, b, c, op_type, out, transpose_a=False, transpose_b=False, 
             require(fn == NNPAFunction.NNPA_MATMUL_OP)
     except OpStatus as e:
         return op_result(e.status, where, hw_f001=kind != "op")
-    fmt1 = _m.is_nnpa_parmblk_fmt_installed(1)
+    fmt1 = _m.parmblk_fmts_installed(1)
     if kind == "transpose" and not fmt1:
         return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
     if not fmt1 and (fn == NNPAFunction.NNPA_MATMUL_OP_BCAST1
                      or (fn == NNPAFunction.NNPA_MATMUL_OP_BCAST23 and op != MatmulOp.MATMUL_OP_ADDITION)):
         return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
-    if not _m.is_nnpa_function_installed(fn):
+    if not _m.functions_installed(fn):
         return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
     return op_result(compute_matmul(a, b, c, op, out, transpose_a, transpose_b), where)
 

@@ -65,7 +65,7 @@ def quantized_matmul_op(input_a: ZTensor, input_b: ZTensor, input_c: ZTensor, op
     where = "quantized_matmul_op"
     a, b, c, out = input_a, input_b, input_c, output
     require_ztensors(input_a=a, input_b=b, input_c=c, output=out)
-    if not _m.is_nnpa_parmblk_fmt_installed(1):
+    if not _m.parmblk_fmts_installed(1):
         return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
     try:
         op = MatmulOp(int(op_type))

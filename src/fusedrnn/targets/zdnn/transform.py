@@ -31,7 +31,7 @@ from .desc import (
     verify_transformed_desc,
 )
 from .status import Status, report
-from .ztensor import ZTensor, buffer_ok, quantized_transform_type
+from .ztensor import ZTensor, access, buffer_ok, byte_view, quantized_transform_type
 
 L, F, T = DataLayout, DataFormat, DataType
 NINF = 0x7FFF
@@ -48,26 +48,28 @@ def _itemsize(tf: TensorDesc) -> int:
 def write_cells(zt: ZTensor, cells: np.ndarray) -> None:
     """Stickify transformed-shape cells (N, H, W, C) into ``zt.buffer`` (whole image; padding 0)."""
     tf = zt.transformed_desc
+    buf = access(zt, getsize_ztensor(tf), writes=True)
     fmt = _enum(DataFormat, tf.format)
     if fmt == F.ZDNN_FORMAT_4DKERNEL:
         img = stick.kernel_to_image(cells)
     elif fmt == F.ZDNN_FORMAT_4DWEIGHTS:
         img = stick.weights_to_image(cells)
     else:
-        stick.feature_to_image(cells, cells_per_stick(tf.type, tf.format), out=zt.buffer)
+        stick.feature_to_image(cells, cells_per_stick(tf.type, tf.format), out=buf)
         return
-    zt.buffer[: img.size] = img
+    buf[: img.size] = img
 
 
 def read_cells(zt: ZTensor) -> np.ndarray:
     """The transformed-shape cells (N, H, W, C) of ``zt.buffer`` (uint16 DLFLOAT16 codes, int8 or int32)."""
     tf = zt.transformed_desc
+    buf = access(zt, getsize_ztensor(tf))
     fmt = _enum(DataFormat, tf.format)
     if fmt == F.ZDNN_FORMAT_4DKERNEL:
-        return stick.kernel_from_image(zt.buffer, tf.dims)
+        return stick.kernel_from_image(buf, tf.dims)
     if fmt == F.ZDNN_FORMAT_4DWEIGHTS:
-        return stick.weights_from_image(zt.buffer, tf.dims)
-    cells = stick.feature_from_image(zt.buffer, tf.dims, _itemsize(tf), cells_per_stick(tf.type, tf.format))
+        return stick.weights_from_image(buf, tf.dims)
+    cells = stick.feature_from_image(buf, tf.dims, _itemsize(tf), cells_per_stick(tf.type, tf.format))
     return cells.view(np.uint16) if _itemsize(tf) == 2 else cells
 
 
@@ -147,9 +149,35 @@ def concatenated_dims(pre: TensorDesc, layout: int) -> tuple[int, int, int, int]
     return (dirs, 1, rows, G * padded(h))
 
 
+C_DTYPES = {T.FP32: np.float32, T.FP16: np.float16, T.BFLOAT: np.uint16, T.INT8: np.int8, T.INT32: np.int32}
+"""How C reads a pre-transformed type's elements from a ``void *`` buffer (BFLOAT as its 16-bit codes)."""
+
+
+def c_elements(data, pre_type: DataType, n: int, name: str, *, writes: bool = False):
+    """C's ``void *`` data: ``data`` itself when it is a NumPy array of exactly ``n`` elements or a sequence (read
+    by value), else the first ``n`` elements of the pre-transformed type in the bytes of a C-like buffer at least
+    that large (a bigger malloc-style NumPy array of any dtype, ``bytearray``, ``memoryview``, ``bytes``)."""
+    if isinstance(data, np.ndarray) and data.size == n:
+        return data
+    view = byte_view(data)
+    if view is None:
+        if isinstance(data, np.ndarray):
+            raise BufferLayoutError(f"{name}: expected a C-contiguous buffer (zDNN reads and writes it as one block), "
+                                    f"got an array of byte strides {data.strides}")
+        return data
+    dt = np.dtype(C_DTYPES[pre_type])
+    need = n * dt.itemsize
+    if view.nbytes < need:
+        raise ShapeError(f"{name}: expected {n} elements ({need} bytes) for the pre-transformed descriptor, got "
+                         f"{view.nbytes} bytes")
+    if writes and not view.flags.writeable:
+        raise BufferLayoutError(f"{name}: expected a writable buffer, got a read-only one")
+    return view[:need].view(dt)
+
+
 def _pre_floats(data, pre_type: DataType, n: int, name: str) -> np.ndarray:
     """User data of a float pre-type as exact float32 values (FP16/BFLOAT widened); also returns FP16 non-finites."""
-    a = np.asarray(data)
+    a = np.asarray(c_elements(data, pre_type, n, name))
     if a.size != n:
         raise ShapeError(f"{name}: expected {n} elements for the pre-transformed descriptor, got shape {a.shape}")
     if pre_type == T.FP32:
@@ -213,7 +241,7 @@ def _transform(zt: ZTensor, data: tuple, saturation: bool, where: str) -> Status
     _check_data_count(data, G or 1)
     n = int(np.prod(pre.shape()))
     if ptype == T.INT32:
-        a = np.asarray(data[0])
+        a = np.asarray(c_elements(data[0], ptype, n, "data"))
         if a.size != n:
             raise ShapeError(f"data: expected {n} elements, got shape {a.shape}")
         write_cells(zt, to_transformed(pre, np.asarray(a, np.int32).reshape(pre.shape())))
@@ -224,7 +252,7 @@ def _transform(zt: ZTensor, data: tuple, saturation: bool, where: str) -> Status
         arranged = concat_to_transformed(pre, tf, vals)
     else:
         arranged = to_transformed(pre, _pre_floats(data[0], ptype, n, "data").reshape(pre.shape()))
-    zt.buffer[: getsize_ztensor(tf)] = 0
+    byte_view(zt.buffer)[: getsize_ztensor(tf)] = 0
     flags = write_values(zt, arranged, saturate=saturation and ptype != T.FP16)
     bad = flags.overflow or flags.invalid
     if bad and (not saturation or ptype == T.FP16):
@@ -300,7 +328,7 @@ def transform_quantized_ztensor(ztensor: ZTensor, saturation_control: bool, clip
         zt.is_transformed = True
         return report(Status.ZDNN_OK, where)
     if ptype == T.INT8:
-        a = np.asarray(data)
+        a = np.asarray(c_elements(data, ptype, n, "data"))
         if a.size != n:
             raise ShapeError(f"data: expected {n} elements, got shape {a.shape}")
         if a.dtype != np.int8:
@@ -309,7 +337,7 @@ def transform_quantized_ztensor(ztensor: ZTensor, saturation_control: bool, clip
     else:
         if int(clip_min) >= int(clip_max):
             return report(Status.ZDNN_INVALID_CLIPPING_VALUE, where)
-        if not _m.is_nnpa_parmblk_fmt_installed(1):  # TRANSFORM TOC 6 (STICK_INT8) exists on Telum II only
+        if not _m.parmblk_fmts_installed(1):  # TRANSFORM TOC 6 (STICK_INT8) exists on Telum II only
             return report(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
         rs, off = dlf16_value(zt.rec_scale), dlf16_value(zt.offset)
         if rs == 0 or np.isnan(rs) or np.isnan(off):
@@ -318,7 +346,7 @@ def transform_quantized_ztensor(ztensor: ZTensor, saturation_control: bool, clip
         if ptype == T.FP16:  # zDNN widens FP16 through DLFLOAT16 (cnvt_1_fp16_to_fp32) before TOC 6
             vals = dlf16_to_fp32(fp32_to_dlf16_flags(vals)[0])
         q = quantize_to_int8(vals, zt.rec_scale, zt.offset, int(clip_min), int(clip_max))
-    zt.buffer[: getsize_ztensor(tf)] = 0
+    byte_view(zt.buffer)[: getsize_ztensor(tf)] = 0
     write_cells(zt, q.reshape(transformed_dims(pre)))
     zt.is_transformed = True
     return report(Status.ZDNN_OK, where)
@@ -327,7 +355,7 @@ def transform_quantized_ztensor(ztensor: ZTensor, saturation_control: bool, clip
 # ---- transform_origtensor -------------------------------------------------------------------------------------
 def _hw_unstick(pre: TensorDesc, tf: TensorDesc) -> bool:
     """zDNN's NNPA-TRANSFORM unstickify path (Telum II, FP32, NHWC, not NCHW, dim3*dim2*dim1 > 2048)."""
-    return (_m.is_nnpa_function_installed(NNPAFunction.NNPA_TRANSFORM) and pre.type == T.FP32
+    return (_m.functions_installed(NNPAFunction.NNPA_TRANSFORM) and pre.type == T.FP32
             and _enum(DataLayout, pre.layout) != L.ZDNN_NCHW and tf.dim3 * tf.dim2 * tf.dim1 > STICK_SW_THRESHOLD)
 
 
@@ -335,9 +363,10 @@ _OUT_DTYPES = {T.FP32: (np.float32,), T.FP16: (np.float16, np.uint16), T.BFLOAT:
                T.INT32: (np.int32,)}
 
 
-def transform_origtensor(ztensor: ZTensor, out_buf: np.ndarray) -> Status:
+def transform_origtensor(ztensor: ZTensor, out_buf) -> Status:
     """Unstickify ``ztensor`` into ``out_buf`` (a writable array of the pre-transformed type: float32, float16,
-    bfloat16 (or uint16 codes), int32, with the pre-transformed element count; written in C order).
+    bfloat16 (or uint16 codes), int32, with the pre-transformed element count; written in C order; or any writable
+    C-like buffer at least as large, written as C writes it, :func:`c_elements`).
     NINF or an FP16 overflow gives CONVERT_FAILURE (ELEMENT_RANGE_VIOLATION on the hardware path); values are
     written anyway."""
     where = "transform_origtensor"
@@ -360,7 +389,7 @@ def transform_origtensor(ztensor: ZTensor, out_buf: np.ndarray) -> Status:
     if tuple(tf.dims) != transformed_dims(pre) or verify_transformed_desc(tf) != Status.ZDNN_OK:
         return report(Status.ZDNN_INVALID_SHAPE, where)  # descriptors that disagree (zDNN would misread memory)
     ptype = DataType(pre.type)
-    out = np.asarray(out_buf)
+    out = np.asarray(c_elements(out_buf, ptype, int(np.prod(pre.shape())), "out_buf", writes=True))
     if out.dtype not in [np.dtype(d) for d in _OUT_DTYPES[ptype]]:
         raise DTypeError(f"out_buf: expected dtype {[np.dtype(d).name for d in _OUT_DTYPES[ptype]]} for "
                          f"pre-transformed type {ptype.name}, got {out.dtype}")
@@ -435,7 +464,7 @@ def reshape_ztensor(src: ZTensor, dest: ZTensor) -> Status:
     if d.dim1 != s.dim1 and s.type == T.ZDNN_DLFLOAT16 and np.any((cells & 0x7FFF) == NINF):
         # a different dim1 goes through untransform + transform, which fails on NINF cells
         return report(Status.ZDNN_CONVERT_FAILURE, where)
-    dest.buffer[: getsize_ztensor(d)] = 0
+    byte_view(dest.buffer)[: getsize_ztensor(d)] = 0
     write_cells(dest, cells)
     dest.is_transformed = True
     return report(Status.ZDNN_OK, where)

@@ -1,0 +1,228 @@
+"""Extract the facts of IBM zDNN 1.2.0 that fusedrnn.zdnn must reproduce into fusedrnn's test data.
+
+Reads the zDNN sources (a checkout directory, or a git directory plus a commit) and writes numbers and strings only
+(no code) as JSON under ``tests/data/zdnn/``::
+
+    python scripts/extract_zdnn_facts.py PATH/TO/zDNN                       # a checkout
+    python scripts/extract_zdnn_facts.py PATH/TO/zDNN.git --commit f261454   # a bare clone (git show)
+
+``zdnn_h.json``
+    every public name of ``zdnn/zdnn.h``: ``#define`` constants (integers and strings), every enum member with its
+    value (C's implicit numbering applied), the function-like macros (``CONCAT_*``) and the ``zdnn_*`` functions.
+``status_messages.json``
+    ``zdnn_get_status_message``'s text of every status (``zdnn/status.c``) and the unknown-status text, and the
+    string ``zdnn_get_library_version_str`` returns (``zdnn/get.c``).
+``verify_lstm_gru.json``
+    the cases of ``tests/testDriver_tensor_verify_zdnn_lstm_gru.c``: which tensor is sabotaged (a dim set to a
+    value, or the type/format set to 255), the expected status, and the driver's default sizes.
+
+``tests/test_zdnn_api_port.py`` ports the tests themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import subprocess
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "zdnn"
+
+
+class Source:
+    """Files of a zDNN checkout, or of a commit of a git directory."""
+
+    def __init__(self, path: Path, commit: str | None):
+        self.path, self.commit = path, commit
+
+    def read(self, rel: str) -> str:
+        if self.commit is None:
+            return (self.path / rel).read_text()
+        return subprocess.run(["git", "--git-dir", str(self.path), "show", f"{self.commit}:{rel}"], check=True,
+                              capture_output=True, text=True).stdout
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def _eval_int(expr: str, names: dict[str, int]) -> int:
+    """Evaluate a C integer constant expression of literals, known names, + - * << | ( ) and 1u-style suffixes."""
+    expr = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", r"\1", expr.strip())
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in names:
+            return names[node.id]
+        if isinstance(node, ast.BinOp):
+            ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+                   ast.LShift: lambda a, b: a << b, ast.BitOr: lambda a, b: a | b}
+            if type(node.op) in ops:
+                return ops[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        raise ValueError(f"not an integer constant expression: {expr!r}")
+
+    return ev(ast.parse(expr, mode="eval"))
+
+
+def zdnn_h(src: Source) -> dict:
+    text = _strip_comments(src.read("zdnn/zdnn.h"))
+    names: dict[str, int] = {}
+    constants: dict[str, int | str] = {}
+    macros: dict[str, str] = {}
+    enums: dict[str, dict[str, int]] = {}
+    # object-like #defines in file order (enums refer to them and they to enum members)
+
+    items = []
+    for m in re.finditer(r"^\s*#define\s+(\w+)(\([^)]*\))?[ \t]*([^\n]*)$", text, flags=re.M):
+        items.append((m.start(), "define", m))
+    for m in re.finditer(r"typedef\s+enum\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", text, flags=re.S):
+        items.append((m.start(), "enum", m))
+    for _pos, kind, m in sorted(items, key=lambda i: i[0]):
+        if kind == "define":
+            name, params, value = m.group(1), m.group(2), m.group(3).strip()
+            if name.endswith("_H_") or not value:
+                continue
+            if params:
+                macros[name] = params
+                continue
+            if value.startswith('"'):
+                constants[name] = value.strip('"')
+                continue
+            try:
+                names[name] = constants[name] = _eval_int(value, names)
+            except (ValueError, SyntaxError):
+                macros[name] = value  # MSB_BITMASK-style helpers
+            continue
+        members: dict[str, int] = {}
+        nxt = 0
+        body = re.sub(r"MSB_BITMASK\((\w+),\s*(\w+)\)", r"(1 << ((\1 - 1) - \2))", m.group(2))
+        for entry in body.split(","):
+            entry = entry.strip()
+            if not entry:
+                continue
+            if "=" in entry:
+                name, expr = (s.strip() for s in entry.split("=", 1))
+                value = _eval_int(expr, names)
+            else:
+                name, value = entry, nxt
+            members[name] = names[name] = value
+            nxt = value + 1
+        enums[m.group(3)] = members
+    functions = sorted(set(re.findall(r"\b(zdnn_\w+)\s*\(", text)) - set(enums) - {"zdnn_ztensor"})
+    return {"constants": constants, "enums": enums, "function_macros": sorted(macros), "functions": functions}
+
+
+def status_messages(src: Source) -> dict:
+    text = src.read("zdnn/status.c")
+    messages = {}
+    for m in re.finditer(r"DECLARE_STATUS_STR_N_MSG\(\s*(\w+),\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+)\)", text):
+        parts = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(2))
+        messages[m.group(1)] = f"{m.group(1)}: {''.join(parts)}"
+    unknown = re.search(r"STATUS_MSG_UNKNOWN_STATUS\s*=\s*\"([^\"]*)\"", text).group(1)
+    get = src.read("zdnn/get.c")
+    ret = re.search(r"zdnn_get_library_version_str\(\)\s*\{\s*return\s+(\w+)\s*;", get).group(1)
+    version = zdnn_h(src)["constants"][ret]
+    return {"messages": messages, "unknown": unknown, "library_version_str": version}
+
+
+_TENSORS = ["INPUT", "H0", "C0", "WEIGHTS", "BIASES", "HIDDEN_WEIGHTS", "HIDDEN_BIASES", "HN_OUTPUT", "CF_OUTPUT"]
+
+
+def _functions(text: str) -> dict[str, str]:
+    out = {}
+    for m in re.finditer(r"^void\s+(\w+)\(\)\s*\{", text, flags=re.M):
+        depth, i = 0, m.end() - 1
+        for j in range(i, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            if depth == 0:
+                out[m.group(1)] = text[i:j + 1]
+                break
+    return out
+
+
+def _eval_value(expr: str, names: dict[str, int]) -> int:
+    """A driver's dim value: integers, sizes, + * ``NUM_GATES(act)``, ``PADDED(x)`` and ``(a != b) ? x : y``."""
+    expr = " ".join(expr.split())
+    expr = expr.replace("NUM_GATES(act)", str(names["gates"]))
+    expr = re.sub(r"PADDED\((\w+)\)", lambda m: str((names[m.group(1)] + 63) // 64 * 64), expr)
+    m = re.fullmatch(r"\(?\((\w+) != (\w+)\) \? ([^:]+?) : ([^)]+?)\)?( \+ \d+)?", expr)
+    if m:
+        a, b, yes, no, rest = m.groups()
+        expr = f"({yes if names[a] != names[b] else no}){rest or ''}"
+    return _eval_int(expr, names)
+
+
+DIRECTIONS = ("FWD", "BWD", "BIDIR")
+
+
+def _locals(body: str, names: dict[str, int]) -> dict[str, int]:
+    """``names`` plus the ``uint32_t NAME = EXPR;`` locals of a driver function, evaluated in order."""
+    out = dict(names)
+    for m in re.finditer(r"uint32_t\s+(\w+)\s*=\s*([^;]+);", body):
+        out[m.group(1)] = _eval_value(m.group(2), out)
+    return out
+
+
+def verify_lstm_gru(src: Source) -> dict:
+    text = _strip_comments(src.read("tests/testDriver_tensor_verify_zdnn_lstm_gru.c")).replace("\\\n", " ")
+    defaults = {k.lower().replace("default_", ""): int(v) for k, v in
+                re.findall(r"#define\s+(DEFAULT_\w+)\s+(\d+)", text)}
+    bad = {k: int(v) for k, v in re.findall(r"#define\s+(BAD_\w+)\s+(\d+)", text)}
+    call = re.compile(r"verify_(shape|type|format)\(\s*act,\s*direction,\s*all_timesteps_out,\s*(\w+),\s*([^;]*?),"
+                      r"\s*(ZDNN_\w+),\s*msg\)")
+    cases = []
+    for fname, body in _functions(text).items():
+        if not fname.startswith("verify_") or fname in ("verify_shape", "verify_type", "verify_format"):
+            continue
+        # split on #define TEST ... #undef TEST blocks; a block's calls run once per TEST(X) inside it
+        blocks = re.split(r"#undef\s+TEST", body)
+        for block in blocks:
+            d = block.find("#define TEST")
+            head, macro_part = (block, "") if d < 0 else (block[:d], block[d:])
+            for part, expand in ((head, None), (macro_part, re.findall(r"\bTEST\((\w+)\);", macro_part))):
+                lstm_only = set()
+                if expand is not None:
+                    for m in re.finditer(r"if\s*\(act\s*==\s*NNPA_LSTMACT\)\s*\{\s*TEST\((\w+)\);", part):
+                        lstm_only.add(m.group(1))
+                for m in call.finditer(part):
+                    kind, tensor, args, status = m.groups()
+                    targets = [tensor] if expand is None else (expand if tensor == "tensor_idx" else [])
+                    for t in targets:
+                        case = {"test": fname, "kind": kind, "tensor": t, "lstm_only": t in lstm_only,
+                                "status": status}
+                        if kind == "shape":
+                            dim, value = (s.strip() for s in args.split(",", 1))
+                            case["dim"] = int(dim)
+                            case["value"] = {f"{act}/{d}": _eval_value(value, {**_locals(body, {
+                                **defaults, "direction": i, "BIDIR": 2, "gates": g})})
+                                for act, g in (("LSTM", 4), ("GRU", 3)) for i, d in enumerate(DIRECTIONS)}
+                        else:
+                            case["value"] = bad[args.strip()] if args.strip() in bad else int(args)
+                        cases.append(case)
+    return {"defaults": defaults, "tensors": _TENSORS, "cases": cases}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("zdnn", type=Path, help="zDNN checkout, or git directory with --commit")
+    ap.add_argument("--commit", help="read the files of this commit (git show) instead of a checkout")
+    args = ap.parse_args()
+    src = Source(args.zdnn, args.commit)
+    OUT.mkdir(parents=True, exist_ok=True)
+    prov = {"source": "IBM/zDNN", "commit": args.commit or "checkout"}
+    for name, data in (("zdnn_h.json", zdnn_h(src)), ("status_messages.json", status_messages(src)),
+                       ("verify_lstm_gru.json", verify_lstm_gru(src))):
+        (OUT / name).write_text(json.dumps({"provenance": prov, **data}, indent=1) + "\n")
+        print(f"wrote {OUT / name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -441,7 +441,8 @@ def _z_case(name):
     x, y = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3, 4))
     if name == "add":
         ts = {"a": _zt(x=x), "b": _zt(x=y), "out": _zt()}
-        return ts, lambda t: z.add(t["a"], t["b"], t["out"]), {"out"}, lambda t: bytes(z.byte_view(t["out"].buffer)[:PAGE])
+        return ts, lambda t: z.add(t["a"], t["b"], t["out"]), {"out"}, \
+            lambda t: bytes(z.byte_view(t["out"].buffer)[:PAGE])
     if name == "transform":
         ts = {"t": _zt()}
         return ts, lambda t: z.transform_ztensor(t["t"], x.astype(np.float32)), {"t"}, \
@@ -456,7 +457,8 @@ def _z_case(name):
         return ts, call, set(), lambda t: res["out"].tobytes()
     if name == "reshape":
         ts = {"src": _zt(x=x), "dest": _zt((3, 2, 4))}
-        return ts, lambda t: z.reshape_ztensor(t["src"], t["dest"]), {"dest"}, lambda t: bytes(z.byte_view(t["dest"].buffer)[:PAGE])
+        return ts, lambda t: z.reshape_ztensor(t["src"], t["dest"]), {"dest"}, \
+            lambda t: bytes(z.byte_view(t["dest"].buffer)[:PAGE])
     if name == "getrange":
         ts = {"t": _zt(x=x)}
         res = {}

@@ -12,6 +12,7 @@ from test_zdnn_oracle import make_zt
 import fusedrnn.zdnn as z
 from fusedrnn.errors import DTypeError, ShapeError
 from fusedrnn.targets.zdnn import ztensor as zmod
+from fusedrnn.targets.zdnn.transform import read_cells
 
 S = z.Status
 
@@ -241,8 +242,18 @@ def test_saturation_restrictions():
     z.init_ztensor_with_malloc(w, tf, zt)
     g = np.ones((1, 4, 3), np.float32)
     assert z.transform_ztensor_with_saturation(zt, g, g, g) == S.ZDNN_INVALID_LAYOUT
+    # libzdnn saturates HWCK (4DKERNEL) tensors too (the API reference names 4DFEATURE only)
     k = fresh(z.ZDNN_HWCK, z.FP32, 1, 1, 2, 2)
-    assert z.transform_ztensor_with_saturation(k, np.ones(4, np.float32)) == S.ZDNN_INVALID_FORMAT
+    k.is_transformed = False
+    assert z.transform_ztensor_with_saturation(k, np.array([1e38, -1e38, 1, 2], np.float32)) == S.ZDNN_OK
+    assert k.is_transformed
+    k2 = fresh(z.ZDNN_HWCK, z.FP32, 1, 1, 2, 2)
+    k2.is_transformed = False
+    assert z.transform_ztensor(k2, np.array([8573157376.0, -8573157376.0, 1, 2], np.float32)) == S.ZDNN_OK
+    assert np.array_equal(k.buffer, k2.buffer) and k.buffer[:2].tobytes() == bytes([0x7F, 0xFE])
+    k3 = fresh(z.ZDNN_HWCK, z.FP32, 1, 1, 2, 2)
+    k3.is_transformed = False
+    assert z.transform_ztensor(k3, np.array([1e38, 0, 1, 2], np.float32)) == S.ZDNN_CONVERT_FAILURE
 
 
 def test_origtensor_statuses():
@@ -329,7 +340,6 @@ def test_quantize_int8_values():
     x = np.array([[-300.0, -2.25, -0.75, 0.0], [0.74, 1.25, 2.5, 900.0]], np.float32)
     zt = _qzt(z.QUANTIZED_INT8, z.FP32, (2, 4), scale=0.5, offset=1.0)
     assert z.transform_quantized_ztensor(zt, False, -100, 100, x) == S.ZDNN_OK
-    from fusedrnn.targets.zdnn.transform import read_cells
 
     got = read_cells(zt)[0, 0]
     want = [[-100, -4, -1, 1], [2, 4, 6, 100]]  # x*2 + 1 = -599,-3.5,-0.5,1,2.48,3.5,6,1801
@@ -345,7 +355,6 @@ def test_quantize_int8_from_fp16_goes_through_dlfloat16():
     zt = z.ZTensor()
     assert z.init_quantized_ztensor_with_malloc(pre, tf, 2.0**-10, -1000.0, zt) == S.ZDNN_OK
     assert z.transform_quantized_ztensor(zt, False, -128, 127, x) == S.ZDNN_OK
-    from fusedrnn.targets.zdnn.transform import read_cells
 
     np.testing.assert_array_equal(read_cells(zt)[0, 0], [[28, 24]])  # exact widening would give 27
 
@@ -375,7 +384,17 @@ def test_reshape_statuses():
     assert z.reshape_ztensor(src, d) == S.ZDNN_INVALID_BUFFER
     k1 = make_zt(z.ZDNN_HWCK, "FP32", (1, 1, 2, 3), np.ones(6, np.float32))
     k2 = fresh(z.ZDNN_HWCK, z.FP32, 1, 1, 3, 2)
-    assert z.reshape_ztensor(k1, k2) == S.ZDNN_INVALID_FORMAT
+    assert z.reshape_ztensor(k1, k2) == S.ZDNN_INVALID_FORMAT  # dim1 changes: libzdnn's untransform path refuses
+    # libzdnn reshapes HWCK tensors whose dim1 stays (stick copies) and copies equal dims whole
+    kv = np.arange(6, dtype=np.float32)
+    k1 = make_zt(z.ZDNN_HWCK, "FP32", (1, 1, 2, 3), kv)
+    k3 = fresh(z.ZDNN_HWCK, z.FP32, 2, 1, 1, 3)
+    assert z.reshape_ztensor(k1, k3) == S.ZDNN_OK and k3.is_transformed
+    k4 = make_zt(z.ZDNN_HWCK, "FP32", (2, 1, 1, 3), kv)
+    assert np.array_equal(read_cells(k3), read_cells(k4))
+    k1.buffer[-1] = 0x5A  # a byte outside the cells: the whole image is copied when the dims are equal
+    k5 = fresh(z.ZDNN_HWCK, z.FP32, 1, 1, 2, 3)
+    assert z.reshape_ztensor(k1, k5) == S.ZDNN_OK and np.array_equal(k5.buffer, k1.buffer)
     bad = fresh(z.ZDNN_2D, z.FP32, 4, 6)
     x = np.ones((4, 6), np.float32)
     x[0, 0] = np.inf

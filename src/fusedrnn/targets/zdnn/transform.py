@@ -200,35 +200,97 @@ def _check_data_count(data: tuple, want: int) -> None:
 
 
 # ---- transform_ztensor ----------------------------------------------------------------------------------------
+_FEATURE_TF_LAYOUTS = (L.ZDNN_NHWC, L.ZDNN_FICO, L.ZDNN_ZRH, L.ZDNN_BIDIR_FICO, L.ZDNN_BIDIR_ZRH)
+_FEATURE_PRE_LAYOUTS = (L.ZDNN_1D, L.ZDNN_2D, L.ZDNN_2DS, L.ZDNN_3D, L.ZDNN_3DS, L.ZDNN_4D, L.ZDNN_4DS, L.ZDNN_NHWC,
+                        L.ZDNN_NCHW)
+
+
 def _transform_checks(zt: ZTensor, where: str, saturation: bool) -> Status:
+    """libzdnn's ``verify_descriptors_transform_ztensor`` in its order: the transformed format; for 4DFEATURE the
+    transformed layout, type (DLFLOAT16; BINARY_INT32 for INT32 data, an emulator extension) and the
+    pre-transformed layout; for 4DKERNEL the type, then HWCK transformed and pre-transformed layouts (saturation
+    included: libzdnn saturates HWCK tensors too); the pre-transformed type; the dims (0 or above the maximum:
+    INVALID_SHAPE). Then the buffer (INVALID_BUFFER) and the state (INVALID_STATE); then what the transform itself
+    checks: a concatenated layout needs 2DS/3DS data and no saturation (INVALID_LAYOUT) and as many directions as
+    dim4 (INVALID_SHAPE); other layouts need the dims the pre-transformed descriptor gives (INVALID_SHAPE, the
+    emulator's guard: libzdnn would read the data by the transformed dims)."""
     pre, tf = zt.pre_transformed_desc, zt.transformed_desc
-    st = verify_pre_transformed_desc(pre, types=FLOAT_PRE + (T.INT32,))
-    if st != Status.ZDNN_OK:
-        return st
-    if saturation and _enum(DataFormat, tf.format) != F.ZDNN_FORMAT_4DFEATURE:
+    fmt = _enum(DataFormat, tf.format)
+    int32 = pre.type == T.INT32 and not saturation
+    if fmt == F.ZDNN_FORMAT_4DFEATURE:
+        if _enum(DataLayout, tf.layout) not in _FEATURE_TF_LAYOUTS:
+            return Status.ZDNN_INVALID_LAYOUT
+        if tf.type != (T.ZDNN_BINARY_INT32 if int32 else T.ZDNN_DLFLOAT16):
+            return Status.ZDNN_INVALID_TYPE
+        if _enum(DataLayout, pre.layout) not in _FEATURE_PRE_LAYOUTS:
+            return Status.ZDNN_INVALID_LAYOUT
+    elif fmt == F.ZDNN_FORMAT_4DKERNEL:
+        if tf.type != T.ZDNN_DLFLOAT16:
+            return Status.ZDNN_INVALID_TYPE
+        if _enum(DataLayout, tf.layout) != L.ZDNN_HWCK or _enum(DataLayout, pre.layout) != L.ZDNN_HWCK:
+            return Status.ZDNN_INVALID_LAYOUT
+    else:
         return Status.ZDNN_INVALID_FORMAT
+    if _enum(DataType, pre.type) not in FLOAT_PRE + ((T.INT32,) if int32 else ()):
+        return Status.ZDNN_INVALID_TYPE
     st = verify_transformed_desc(tf)
     if st != Status.ZDNN_OK:
         return st
-    want = T.ZDNN_BINARY_INT32 if pre.type == T.INT32 else T.ZDNN_DLFLOAT16
-    if tf.type != want or (saturation and pre.type == T.INT32):
-        return Status.ZDNN_INVALID_TYPE
-    G = gates_of(tf.layout)
-    if G and (saturation or _enum(DataLayout, pre.layout) not in (L.ZDNN_2DS, L.ZDNN_3DS)):
-        return Status.ZDNN_INVALID_LAYOUT
-    if G and tuple(tf.dims) != concatenated_dims(pre, tf.layout):
-        return Status.ZDNN_INVALID_SHAPE
-    if not G:
-        hwck = _enum(DataLayout, pre.layout) == L.ZDNN_HWCK
-        if hwck != (_enum(DataLayout, tf.layout) == L.ZDNN_HWCK):
-            return Status.ZDNN_INVALID_LAYOUT
-        if tuple(tf.dims) != transformed_dims(pre):
-            return Status.ZDNN_INVALID_SHAPE
     if not buffer_ok(zt, getsize_ztensor(tf), writes=True):
         return Status.ZDNN_INVALID_BUFFER
     if zt.is_transformed:
         return Status.ZDNN_INVALID_STATE
+    G = gates_of(tf.layout)
+    if G:
+        lay = _enum(DataLayout, pre.layout)
+        if saturation or lay not in (L.ZDNN_2DS, L.ZDNN_3DS):
+            return Status.ZDNN_INVALID_LAYOUT
+        if (pre.dim3 if lay == L.ZDNN_3DS else pre.dim2) != tf.dim4:
+            return Status.ZDNN_INVALID_SHAPE
+        if concatenated_dims(pre, tf.layout) is None:
+            return Status.ZDNN_INVALID_SHAPE  # PREV_LAYER_BIDIR weights with an odd dim2
+        if tuple(tf.dims) != concatenated_dims(pre, tf.layout) and not _packable(zt, G):
+            return Status.ZDNN_INVALID_SHAPE
+    elif tuple(tf.dims) != transformed_dims(pre):
+        return Status.ZDNN_INVALID_SHAPE
     return Status.ZDNN_OK
+
+
+def _gate_desc(pre: TensorDesc) -> TensorDesc:
+    """libzdnn's per-gate, per-direction ztensor of a concatenated transform: 2D (rows, h) or 1D (h), DLFLOAT16."""
+    rows = pre.dim2 if _enum(DataLayout, pre.layout) == L.ZDNN_3DS else 1
+    return TensorDesc(L.ZDNN_NHWC, F.ZDNN_FORMAT_4DFEATURE, T.ZDNN_DLFLOAT16, 1, 1, int(rows), int(pre.dim1))
+
+
+def _packable(zt: ZTensor, G: int) -> bool:
+    """A concatenated ztensor whose pre-transformed rows or hidden size changed after descriptor generation:
+    libzdnn writes each gate's slices as images of the pre-transformed dims, back to back (slice-major); the
+    emulator does too when they fit in the buffer and the layout is not BIDIR (else INVALID_SHAPE, where libzdnn
+    would write past the buffer)."""
+    pre, tf = zt.pre_transformed_desc, zt.transformed_desc
+    if _enum(DataLayout, tf.layout) in (L.ZDNN_BIDIR_FICO, L.ZDNN_BIDIR_ZRH):
+        return False
+    need = getsize_ztensor(_gate_desc(pre)) * int(tf.dim4) * G
+    return need <= min(int(zt.buffer_size), byte_view(zt.buffer).nbytes)
+
+
+def _write_packed(zt: ZTensor, vals: list[np.ndarray]) -> object:
+    """The slice-major gate images of :func:`_packable` (the region they cover zeroed first, as libzdnn's
+    memset); returns the combined conversion flags."""
+    pre, tf = zt.pre_transformed_desc, zt.transformed_desc
+    gd = _gate_desc(pre)
+    size = getsize_ztensor(gd)
+    dirs, G = int(tf.dim4), len(vals)
+    buf = byte_view(zt.buffer)
+    buf[: size * dirs * G] = 0
+    over = inv = False
+    for d in range(dirs):
+        for g, v in enumerate(vals):
+            part = ZTensor(transformed_desc=gd, buffer=buf[(d * G + g) * size:(d * G + g + 1) * size],
+                           buffer_size=size)
+            f = write_values(part, v.reshape(dirs, gd.dim2, gd.dim1)[d].reshape(1, 1, gd.dim2, gd.dim1))
+            over, inv = over or f.overflow, inv or f.invalid
+    return type("Flags", (), {"overflow": over, "invalid": inv})()
 
 
 def _transform(zt: ZTensor, data: tuple, saturation: bool, where: str) -> Status:
@@ -249,11 +311,16 @@ def _transform(zt: ZTensor, data: tuple, saturation: bool, where: str) -> Status
         return report(Status.ZDNN_OK, where)
     if G:
         vals = [_pre_floats(d, ptype, n, f"data[{g}]") for g, d in enumerate(data)]
-        arranged = concat_to_transformed(pre, tf, vals)
+        if tuple(tf.dims) != concatenated_dims(pre, tf.layout):
+            flags = _write_packed(zt, vals)
+            arranged = None
+        else:
+            arranged = concat_to_transformed(pre, tf, vals)
     else:
         arranged = to_transformed(pre, _pre_floats(data[0], ptype, n, "data").reshape(pre.shape()))
-    byte_view(zt.buffer)[: getsize_ztensor(tf)] = 0
-    flags = write_values(zt, arranged, saturate=saturation and ptype != T.FP16)
+    if arranged is not None:
+        byte_view(zt.buffer)[: getsize_ztensor(tf)] = 0
+        flags = write_values(zt, arranged, saturate=saturation and ptype != T.FP16)
     bad = flags.overflow or flags.invalid
     if bad and (not saturation or ptype == T.FP16):
         return report(Status.ZDNN_CONVERT_FAILURE, where)
@@ -270,7 +337,8 @@ def transform_ztensor(ztensor: ZTensor, *data) -> Status:
 
 def transform_ztensor_with_saturation(ztensor: ZTensor, *data) -> Status:
     """As :func:`transform_ztensor`, clamping finite FP32/BFLOAT values to ±DLF16_MAX first; Inf/NaN give NINF and
-    ELEMENT_RANGE_VIOLATION (tensor transformed); FP16 Inf/NaN stay CONVERT_FAILURE. 4DFEATURE, one array."""
+    ELEMENT_RANGE_VIOLATION (tensor transformed); FP16 Inf/NaN stay CONVERT_FAILURE. One array: 4DFEATURE, or
+    4DKERNEL (HWCK) as libzdnn (the API reference names 4DFEATURE only)."""
     return _transform(ztensor, data, True, "transform_ztensor_with_saturation")
 
 
@@ -438,7 +506,9 @@ def getrange_ztensor(ztensor: ZTensor) -> tuple[Status, float, float]:
 
 def reshape_ztensor(src: ZTensor, dest: ZTensor) -> Status:
     """Copy ``src``'s cells into ``dest`` in ``dest``'s shape (same element count, both NHWC or both HWCK; the cell
-    codes are copied unchanged)."""
+    codes are copied unchanged). As libzdnn: equal dims copy the whole image; HWCK tensors reshape when dim1 stays
+    (libzdnn copies their sticks) and are refused with INVALID_FORMAT when it changes (libzdnn's untransform path
+    takes 4DFEATURE only); the API reference says NHWC to NHWC only."""
     where = "reshape_ztensor"
     s, d = src.transformed_desc, dest.transformed_desc
     if int(np.prod(s.dims)) != int(np.prod(d.dims)):
@@ -454,12 +524,21 @@ def reshape_ztensor(src: ZTensor, dest: ZTensor) -> Status:
             return report(st, where)
     if not src.is_transformed or dest.is_transformed:
         return report(Status.ZDNN_INVALID_STATE, where)
-    if _enum(DataFormat, s.format) != F.ZDNN_FORMAT_4DFEATURE:
+    fmt = _enum(DataFormat, s.format)
+    if fmt not in (F.ZDNN_FORMAT_4DFEATURE, F.ZDNN_FORMAT_4DKERNEL) or int(d.format) != int(s.format):
+        return report(Status.ZDNN_INVALID_FORMAT, where)
+    if fmt == F.ZDNN_FORMAT_4DKERNEL and d.dim1 != s.dim1:
+        # libzdnn's last resort (untransform + transform) refuses a 4DKERNEL tensor
         return report(Status.ZDNN_INVALID_FORMAT, where)
     if d.type != s.type or verify_transformed_desc(d) != Status.ZDNN_OK:
         return report(Status.ZDNN_INVALID_TYPE, where)
     if not buffer_ok(src, getsize_ztensor(s)) or not buffer_ok(dest, getsize_ztensor(d), writes=True):
         return report(Status.ZDNN_INVALID_BUFFER, where)
+    if tuple(d.dims) == tuple(s.dims):  # libzdnn copies the whole image, padding included
+        n = getsize_ztensor(s)
+        byte_view(dest.buffer)[:n] = byte_view(src.buffer)[:n]
+        dest.is_transformed = True
+        return report(Status.ZDNN_OK, where)
     cells = read_cells(src).reshape(-1).reshape(d.dims)
     if d.dim1 != s.dim1 and s.type == T.ZDNN_DLFLOAT16 and np.any((cells & 0x7FFF) == NINF):
         # a different dim1 goes through untransform + transform, which fails on NINF cells

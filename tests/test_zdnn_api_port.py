@@ -1,0 +1,341 @@
+"""zDNN 1.2.0's own tests and headers ported to fusedrnn.zdnn: every public name of zdnn.h with its value, libzdnn's
+status messages and version string, the variadic NNPA queries, the lstm/gru tensor verifier's cases
+(tests/testDriver_tensor_verify_zdnn_lstm_gru.c), libzdnn's check order (no state check in operations, buffers met
+where the NNPA reads them), C-like buffers, init_ztensor, the work area and the places where libzdnn and the API
+reference disagree.
+
+The facts (names, values, strings, the driver's cases and expected statuses) come from IBM/zDNN's sources through
+scripts/extract_zdnn_facts.py into tests/data/zdnn/; the test code is ours.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_zdnn_oracle import dlf16_round_ref, make_zt
+
+import fusedrnn.zdnn as z
+from fusedrnn.errors import AttributeValueError, BufferLayoutError, ShapeError
+from fusedrnn.targets.zdnn.transform import read_values
+
+S = z.Status
+DATA = Path(__file__).parent / "data" / "zdnn"
+ZDNN_H = json.loads((DATA / "zdnn_h.json").read_text())
+MESSAGES = json.loads((DATA / "status_messages.json").read_text())
+VERIFY = json.loads((DATA / "verify_lstm_gru.json").read_text())
+
+
+@pytest.fixture(autouse=True)
+def _precheck():
+    with z.settings.override(precheck=True):
+        yield
+    z.set_machine("telum2")
+
+
+# ---- zdnn.h ------------------------------------------------------------------------------------------------------
+def test_every_zdnn_h_constant_and_enum_member_exists_with_its_value():
+    names = {**ZDNN_H["constants"], **{k: v for e in ZDNN_H["enums"].values() for k, v in e.items()}}
+    assert len(names) > 190
+    wrong = {k: (v, getattr(z, k, None)) for k, v in names.items() if getattr(z, k, None) != v}
+    assert wrong == {}
+    assert all(k in z.__all__ for k in names)
+
+
+def test_every_zdnn_h_function_and_macro_exists():
+    missing = [f for f in ZDNN_H["functions"] if not callable(getattr(z, f.removeprefix("zdnn_"), None))]
+    assert missing == [] and len(ZDNN_H["functions"]) > 60
+    assert set(ZDNN_H["function_macros"]) <= set(z.__all__)
+    info = z.RNN_TYPE_GRU | z.PREV_LAYER_BIDIR | z.USAGE_HIDDEN_BIASES | 0x5A
+    assert (z.CONCAT_RNN_TYPE(info), z.CONCAT_PREV_LAYER(info), z.CONCAT_USAGE(info)) \
+        == (z.RNN_TYPE_GRU, z.PREV_LAYER_BIDIR, z.USAGE_HIDDEN_BIASES)
+    assert z.MSB_BITMASK(16, z.NNPA_8_BIT_BINARY_INT) == z.QUERY_DATATYPE_BINARY_INT8
+    assert z.MSB_BITMASK(32, z.NNPA_LAYOUTFMT_4DGENERIC) == z.QUERY_LAYOUTFMT_4DGENERIC
+
+
+def test_status_classes_partition_the_statuses():
+    classes = (z.ZDNN_WARNING, z.ZDNN_PARAMETER_ERROR, z.ZDNN_DATA_ERROR, z.ZDNN_HW_ERROR)
+    for s in S:
+        if s != S.ZDNN_OK:
+            assert (int(s) & 0xFFFF0000) in classes, s.name
+
+
+# ---- messages and version --------------------------------------------------------------------------------------
+def test_status_messages_are_libzdnns():
+    assert set(MESSAGES["messages"]) == {s.name for s in S}
+    for s in S:
+        assert z.get_status_message(s) == MESSAGES["messages"][s.name]
+        assert z.get_status_message(int(s)) == s.message
+    for unknown in (0x00040013, 0x12345, -1, 0x000CF00A):
+        assert z.get_status_message(unknown) == MESSAGES["unknown"]
+
+
+def test_library_version_string_is_libzdnns():
+    assert z.get_library_version_str() == MESSAGES["library_version_str"] == z.ZDNN_VERSION
+    assert z.get_library_version() == z.ZDNN_VERNUM
+
+
+# ---- variadic queries --------------------------------------------------------------------------------------------
+def test_nnpa_queries_take_a_count_first_as_in_c():
+    z.set_machine("telum1")
+    assert z.is_nnpa_function_installed(0)
+    assert z.is_nnpa_function_installed(1, z.NNPA_ADD)
+    assert z.is_nnpa_function_installed(3, z.NNPA_ADD, z.NNPA_LSTMACT, z.NNPA_GRUACT)
+    assert not z.is_nnpa_function_installed(2, z.NNPA_ADD, z.NNPA_MATMUL_OP_BCAST1)
+    assert not z.is_nnpa_function_installed(1, 256)  # out of range: False, as libzdnn's guard
+    assert z.is_nnpa_parmblk_fmt_installed(1, z.NNPA_PARMBLKFORMAT_0)
+    assert not z.is_nnpa_parmblk_fmt_installed(2, z.NNPA_PARMBLKFORMAT_0, z.NNPA_PARMBLKFORMAT_1)
+    z.set_machine("telum2")
+    assert z.is_nnpa_function_installed(2, z.NNPA_MATMUL_OP_BCAST1, z.NNPA_TRANSFORM)
+    assert z.is_nnpa_parmblk_fmt_installed(2, z.NNPA_PARMBLKFORMAT_0, z.NNPA_PARMBLKFORMAT_1)
+    # a count that disagrees with the codes given (a port that dropped the count) is an error, not a silent False
+    for call in (lambda: z.is_nnpa_function_installed(z.NNPA_ADD), lambda: z.is_nnpa_function_installed(2, 16),
+                 lambda: z.is_nnpa_parmblk_fmt_installed(z.NNPA_PARMBLKFORMAT_1)):
+        with pytest.raises(AttributeValueError, match="count"):
+            call()
+
+
+# ---- testDriver_tensor_verify_zdnn_lstm_gru.c ------------------------------------------------------------------
+def _driver_tensors(act: str, direction: str, all_ts: bool) -> dict[str, z.ZTensor]:
+    """The driver's create_ztensors: NHWC FP32 zero tensors of the lstm/gru shapes (layouts are not checked)."""
+    d = VERIFY["defaults"]
+    ts, b, f, h = d["num_timesteps"], d["num_batches"], d["num_features"], d["num_hidden"]
+    D = 2 if direction == "BIDIR" else 1
+    g = 4 if act == "LSTM" else 3
+    ph = -(-h // 64) * 64
+    out = h if D < 2 else D * ph
+    shapes = {"INPUT": (ts, 1, b, f), "H0": (D, 1, b, h), "C0": (D, 1, b, h), "WEIGHTS": (D, 1, f, g * ph),
+              "BIASES": (D, 1, 1, g * ph), "HIDDEN_WEIGHTS": (D, 1, h, g * ph), "HIDDEN_BIASES": (D, 1, 1, g * ph),
+              "HN_OUTPUT": (ts if all_ts else 1, 1, b, out), "CF_OUTPUT": (1, 1, b, out)}
+    return {k: make_zt(z.ZDNN_NHWC, "FP32", s, np.zeros(s, np.float32)) for k, s in shapes.items()}
+
+
+def _run_driver(act: str, t: dict[str, z.ZTensor], direction: int) -> z.Status:
+    if act == "LSTM":
+        return z.lstm(t["INPUT"], t["H0"], t["C0"], t["WEIGHTS"], t["BIASES"], t["HIDDEN_WEIGHTS"],
+                      t["HIDDEN_BIASES"], direction, None, t["HN_OUTPUT"], t["CF_OUTPUT"])
+    return z.gru(t["INPUT"], t["H0"], t["WEIGHTS"], t["BIASES"], t["HIDDEN_WEIGHTS"], t["HIDDEN_BIASES"],
+                 direction, None, t["HN_OUTPUT"])
+
+
+_DRIVER_CASES = [(c, act, d) for c in VERIFY["cases"] for act in ("LSTM", "GRU") for d in ("FWD", "BWD", "BIDIR")
+                 if not (c["lstm_only"] and act == "GRU")]
+
+
+@pytest.mark.parametrize(("case", "act", "direction"), _DRIVER_CASES,
+                         ids=[f"{c['test']}-{c['tensor']}-{a}-{d}" for c, a, d in _DRIVER_CASES])
+def test_lstm_gru_tensor_verifier_cases(case, act, direction):
+    assert len(VERIFY["cases"]) == 39
+    for all_ts in (True, False):
+        t = _driver_tensors(act, direction, all_ts)
+        if case["tensor"] != "NONE":
+            desc = t[case["tensor"]].transformed_desc
+            if case["kind"] == "shape":
+                setattr(desc, f"dim{case['dim']}", case["value"][f"{act}/{direction}"])
+            else:
+                setattr(desc, case["kind"], case["value"])
+        assert _run_driver(act, t, getattr(z, direction)) == getattr(S, case["status"]), all_ts
+
+
+# ---- check order: no state check in operations, buffers after every check ----------------------------------------
+def _fresh(shape=(2, 3, 4)):
+    return make_zt(z.ZDNN_3DS, "FP32", shape, transform=False)
+
+
+def test_operations_do_not_check_the_state():
+    x = make_zt(z.ZDNN_3DS, "FP32", (2, 3, 4), np.full((2, 3, 4), 2.0, np.float32))
+    never = _fresh()  # never transformed: read as its zeroed buffer holds
+    out = _fresh()
+    assert z.add(never, x, out) == S.ZDNN_OK and out.is_transformed
+    assert np.array_equal(read_values(out), read_values(x))
+    out2 = _fresh()
+    assert z.relu(never, None, out2) == S.ZDNN_OK and not read_values(out2).any()
+
+
+def test_descriptor_checks_come_before_the_buffer():
+    x = make_zt(z.ZDNN_3DS, "FP32", (2, 3, 4), np.ones((2, 3, 4), np.float32))
+    nobuf = _fresh()
+    nobuf.buffer, nobuf.buffer_size = None, 0
+    assert z.relu(nobuf, -1.0, _fresh()) == S.ZDNN_INVALID_CLIPPING_VALUE
+    assert z.relu(nobuf, 2.0, _fresh()) == S.ZDNN_INVALID_BUFFER
+    assert z.add(x, nobuf, _fresh((2, 3, 5))) == S.ZDNN_INVALID_SHAPE
+    assert z.add(x, nobuf, _fresh()) == S.ZDNN_INVALID_BUFFER
+    with z.settings.override(precheck=False):  # the NNPA checks shapes first too (program exception here)
+        with pytest.raises(z.NNPAProgramException):
+            z.add(x, nobuf, _fresh((2, 3, 5)))
+
+
+def test_lstm_statuses_in_libzdnns_order():
+    t = _driver_tensors("LSTM", "FWD", True)
+    t["INPUT"].buffer = None  # buffers are not looked at before the verifier's checks
+    t["HN_OUTPUT"].transformed_desc.dim2 += 1
+    assert _run_driver("LSTM", t, z.FWD) == S.ZDNN_INVALID_SHAPE
+    t = _driver_tensors("LSTM", "FWD", True)
+    t["INPUT"].buffer = None
+    assert _run_driver("LSTM", t, z.FWD) == S.ZDNN_INVALID_BUFFER
+    t = _driver_tensors("GRU", "FWD", True)
+    assert _run_driver("GRU", t, 7) == S.ZDNN_INVALID_DIRECTION  # after the verifier, as libzdnn's aiu_lstm_gru
+    t["WEIGHTS"].transformed_desc.dim1 += 64
+    assert _run_driver("GRU", t, 7) == S.ZDNN_INVALID_SHAPE
+    t = _driver_tensors("LSTM", "BIDIR", False)
+    for k in ("H0", "C0", "INPUT"):
+        t[k].is_transformed = False  # never checked
+    assert _run_driver("LSTM", t, z.BIDIR) == S.ZDNN_OK
+
+
+def test_lstm_writes_the_fused_part_of_the_callers_work_area():
+    rng = np.random.default_rng(3)
+    ts, b, f, h = 3, 2, 5, 4
+    x = rng.normal(size=(ts, b, f)).astype(np.float32)
+    W = [rng.normal(size=(1, f, h)).astype(np.float32) for _ in range(4)]
+    B = [rng.normal(size=(1, h)).astype(np.float32) for _ in range(4)]
+    R = [np.zeros((1, h, h), np.float32)] * 4
+    rt = z.RNN_TYPE_LSTM
+    args = (make_zt(z.ZDNN_3DS, "FP32", (ts, b, f), x),
+            make_zt(z.ZDNN_3DS, "FP32", (1, b, h), np.zeros((1, b, h), np.float32)),
+            make_zt(z.ZDNN_3DS, "FP32", (1, b, h), np.zeros((1, b, h), np.float32)),
+            make_zt(z.ZDNN_3DS, "FP32", (1, f, h), *W, concat=rt | z.USAGE_WEIGHTS),
+            make_zt(z.ZDNN_2DS, "FP32", (1, h), *B, concat=rt | z.USAGE_BIASES),
+            make_zt(z.ZDNN_3DS, "FP32", (1, h, h), *R, concat=rt | z.USAGE_HIDDEN_WEIGHTS),
+            make_zt(z.ZDNN_2DS, "FP32", (1, h), *B, concat=rt | z.USAGE_HIDDEN_BIASES))
+    size = z.work_area_size("lstm", ts, b, h)
+    wa = z.malloc_aligned_4k(size)
+    wa[:] = 0xA5
+    hn = make_zt(z.ZDNN_4DS, "FP32", (ts, 1, b, h), transform=False)
+    cf = make_zt(z.ZDNN_4DS, "FP32", (1, 1, b, h), transform=False)
+    assert z.lstm(*args, z.FWD, wa, hn, cf) == S.ZDNN_OK
+    # FUSED (ts, 1, b, 4*64) at the start: x @ W + b per gate, in f, i, c, o order, one DLFLOAT16 rounding
+    fused_desc = z.TensorDesc(z.ZDNN_NHWC, z.ZDNN_FORMAT_4DFEATURE, z.ZDNN_DLFLOAT16, ts, 1, b, 256)
+    n = z.getsize_ztensor(fused_desc)
+    fused = read_values(z.ZTensor(transformed_desc=fused_desc, buffer=wa[:n], buffer_size=n))[:, 0]
+    x16 = dlf16_round_ref(x).astype(np.float64)
+    for g in range(4):
+        want = dlf16_round_ref((x16 @ dlf16_round_ref(W[g][0]).astype(np.float64)
+                                + dlf16_round_ref(B[g][0]).astype(np.float64)).astype(np.float32))
+        np.testing.assert_array_equal(fused[..., g * 64:g * 64 + h], want)
+        assert not fused[..., g * 64 + h:(g + 1) * 64].any()  # padding cells written as zeros
+
+
+# ---- C-like buffers ---------------------------------------------------------------------------------------------
+def test_malloc_aligned_4k():
+    for n in (1, 4096, 5000):
+        a = z.malloc_aligned_4k(n)
+        assert a.nbytes == n and a.ctypes.data % 4096 == 0 and not a.any() and a.flags.writeable
+    assert z.malloc_aligned_4k(0) is None
+    assert z.free_aligned_4k(z.malloc_aligned_4k(8)) is None
+
+
+def test_init_ztensor_keeps_the_buffer():
+    pre = z.init_pre_transformed_desc(z.ZDNN_2D, z.FP32, None, 3, 5)
+    tf = z.TensorDesc()
+    assert z.generate_transformed_desc(pre, tf) == S.ZDNN_OK
+    zt = z.ZTensor()
+    buf = z.malloc_aligned_4k(z.getsize_ztensor(tf))
+    zt.buffer, zt.buffer_size = buf, buf.nbytes  # a C program may set them before zdnn_init_ztensor
+    zt.is_transformed, zt.rec_scale = True, 2.0
+    z.init_ztensor(pre, tf, zt)
+    assert zt.buffer is buf and zt.buffer_size == buf.nbytes and not zt.is_transformed and zt.rec_scale == 0
+    assert z.transform_ztensor(zt, np.ones((3, 5), np.float32)) == S.ZDNN_OK
+
+
+@pytest.mark.parametrize("kind", ["float32", "uint16_2d", "memoryview", "bytearray_view"])
+def test_any_c_contiguous_buffer_serves_as_ztensor_buffer(kind):
+    pre = z.init_pre_transformed_desc(z.ZDNN_2D, z.FP32, None, 3, 5)
+    tf = z.TensorDesc()
+    z.generate_transformed_desc(pre, tf)
+    n = z.getsize_ztensor(tf)
+    raw = z.malloc_aligned_4k(n + 4096)
+    buf = {"float32": raw.view(np.float32), "uint16_2d": raw[:n].view(np.uint16).reshape(64, -1),
+           "memoryview": memoryview(raw), "bytearray_view": memoryview(raw).cast("B")}[kind]
+    zt = z.ZTensor()
+    z.init_ztensor(pre, tf, zt)
+    zt.buffer, zt.buffer_size = buf, n
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    assert z.transform_ztensor(zt, x) == S.ZDNN_OK
+    ref = make_zt(z.ZDNN_2D, "FP32", (3, 5), x)
+    assert bytes(raw[:n]) == bytes(ref.buffer[:n])
+    out = _fresh_2d()
+    assert z.relu(zt, None, out) == S.ZDNN_OK
+    zt.buffer = bytes(raw[:n])  # read-only bytes: fine where only read (and unaligned: MISALIGNED_TENSOR or OK)
+    st = z.relu(zt, None, _fresh_2d())
+    assert st == (S.ZDNN_OK if z.byte_view(zt.buffer).ctypes.data % 4096 == 0 else S.ZDNN_MISALIGNED_TENSOR)
+    ro = _fresh_2d()
+    ro.buffer = bytes(ro.buffer)
+    assert z.relu(ref, None, ro) == S.ZDNN_INVALID_BUFFER  # read-only output: never written
+
+
+def _fresh_2d():
+    return make_zt(z.ZDNN_2D, "FP32", (3, 5), transform=False)
+
+
+def test_data_and_out_buffers_are_c_buffers_at_least_as_large_as_needed():
+    x = np.arange(15, dtype=np.float32)
+    ref = make_zt(z.ZDNN_2D, "FP32", (3, 5), x.reshape(3, 5))
+    for data in (bytearray(x.tobytes() + bytes(40)), memoryview(x.tobytes() + bytes(8)), x.tobytes(),
+                 np.concatenate([x, np.full(9, np.nan, np.float32)]), np.frombuffer(x.tobytes(), np.uint8)):
+        zt = _fresh_2d()
+        assert z.transform_ztensor(zt, data) == S.ZDNN_OK
+        assert bytes(zt.buffer) == bytes(ref.buffer)
+    out = bytearray(15 * 4 + 12)
+    assert z.transform_origtensor(ref, out) == S.ZDNN_OK
+    assert np.array_equal(np.frombuffer(bytes(out[:60]), np.float32), x) and out[60:] == bytes(12)
+    big = np.full(20, -1.0, np.float32)
+    assert z.transform_origtensor(ref, big) == S.ZDNN_OK
+    assert np.array_equal(big[:15], x) and np.all(big[15:] == -1)
+    with pytest.raises(ShapeError, match="out_buf"):
+        z.transform_origtensor(ref, bytearray(59))
+    with pytest.raises(BufferLayoutError, match="out_buf"):
+        z.transform_origtensor(ref, bytes(60))  # read-only
+    fp16 = make_zt(z.ZDNN_2D, "FP16", (3, 5), x.reshape(3, 5))
+    raw16 = bytearray(32)
+    assert z.transform_origtensor(fp16, raw16) == S.ZDNN_OK
+    assert np.array_equal(np.frombuffer(bytes(raw16[:30]), np.float16), x.astype(np.float16))
+
+
+# ---- where libzdnn and the API reference disagree ---------------------------------------------------------------
+def test_fico_weights_whose_pre_dim2_shrinks_after_descriptor_generation():
+    pre = z.init_pre_transformed_desc(z.ZDNN_3DS, z.FP32, None, 1, 40, 3)
+    tf = z.TensorDesc()
+    assert z.generate_transformed_desc_concatenated(pre, z.RNN_TYPE_LSTM | z.USAGE_WEIGHTS, tf) == S.ZDNN_OK
+    assert tf.dims == (1, 1, 40, 256)
+    zt = z.ZTensor()
+    assert z.init_ztensor_with_malloc(pre, tf, zt) == S.ZDNN_OK
+    zt.buffer[:] = 0x5A
+    pre.dim2 = 20  # the program shrinks the rows after generating the descriptor
+    gates = [np.full((1, 20, 3), g + 1, np.float32) for g in range(4)]
+    assert z.transform_ztensor(zt, *gates) == S.ZDNN_OK and zt.is_transformed
+    # libzdnn writes each gate as its own (20, 3) image, back to back (4 KiB each), after zeroing that region
+    gate_desc = z.TensorDesc(z.ZDNN_NHWC, z.ZDNN_FORMAT_4DFEATURE, z.ZDNN_DLFLOAT16, 1, 1, 20, 3)
+    for g in range(4):
+        part = z.ZTensor(transformed_desc=gate_desc, buffer=zt.buffer[g * 4096:(g + 1) * 4096], buffer_size=4096)
+        assert np.all(read_values(part) == g + 1)
+        stick_padding = zt.buffer[g * 4096:(g + 1) * 4096].reshape(-1, 128)
+        assert not stick_padding[:20, 6:].any() and not stick_padding[20:].any()
+    assert np.all(zt.buffer[4 * 4096:] == 0x5A)  # left as found
+    # growing past the buffer would make libzdnn write outside it: refused
+    zt2 = z.ZTensor()
+    pre2 = z.init_pre_transformed_desc(z.ZDNN_3DS, z.FP32, None, 1, 40, 3)
+    z.generate_transformed_desc_concatenated(pre2, z.RNN_TYPE_LSTM | z.USAGE_WEIGHTS, tf2 := z.TensorDesc())
+    assert z.init_ztensor_with_malloc(pre2, tf2, zt2) == S.ZDNN_OK
+    pre2.dim2 = 80
+    big = [np.ones((1, 80, 3), np.float32)] * 4
+    assert z.transform_ztensor(zt2, *big) == S.ZDNN_INVALID_SHAPE and not zt2.is_transformed
+    pre2.dim3 = 2  # and a direction count that disagrees with dim4 is libzdnn's INVALID_SHAPE
+    assert z.transform_ztensor(zt2, *[np.ones((2, 80, 3), np.float32)] * 4) == S.ZDNN_INVALID_SHAPE
+
+
+def test_transform_checks_follow_libzdnns_order():
+    zt = _fresh_2d()
+    zt.transformed_desc.format = 7
+    zt.pre_transformed_desc.type = z.INT8
+    assert z.transform_ztensor(zt, np.zeros(15, np.int8)) == S.ZDNN_INVALID_FORMAT  # format before the pre type
+    zt = _fresh_2d()
+    zt.buffer = None
+    zt.transformed_desc.dim1 = 0
+    assert z.transform_ztensor(zt, np.zeros(15, np.float32)) == S.ZDNN_INVALID_SHAPE  # dims before the buffer
+    zt = _fresh_2d()
+    zt.is_transformed = True
+    zt.buffer = None
+    assert z.transform_ztensor(zt, np.zeros(15, np.float32)) == S.ZDNN_INVALID_BUFFER  # buffer before the state

@@ -16,7 +16,11 @@ Reads the zDNN sources (a checkout directory, or a git directory plus a commit) 
     the cases of ``tests/testDriver_tensor_verify_zdnn_lstm_gru.c``: which tensor is sabotaged (a dim set to a
     value, or the type/format set to 255), the expected status, and the driver's default sizes.
 
-``tests/test_zdnn_api_port.py`` ports the tests themselves.
+``samples.json``
+    per sample program of ``samples/`` (simple_add, rnn_lstm_fwd, rnn_gru_fwd, rnn_lstm_bidir,
+    stickify_unstickify): its integer settings and the ordered zDNN calls whose status it asserts.
+
+``tests/test_zdnn_api_port.py`` ports the tests and samples themselves.
 """
 
 from __future__ import annotations
@@ -210,6 +214,27 @@ def verify_lstm_gru(src: Source) -> dict:
     return {"defaults": defaults, "tensors": _TENSORS, "cases": cases}
 
 
+SAMPLES = ("simple_add.c", "rnn_lstm_fwd.c", "rnn_gru_fwd.c", "rnn_lstm_bidir.c", "stickify_unstickify.c")
+
+
+def samples(src: Source) -> dict:
+    """Per sample program: its integer settings (``uint32_t name = value;``, ``dim_x = v`` lists included) and the
+    ordered zDNN calls whose status it asserts, with the asserted status."""
+    out = {}
+    for name in SAMPLES:
+        text = _strip_comments(src.read(f"samples/{name}"))
+        ints: dict[str, int] = {}
+        for decl in re.findall(r"\buint(?:32|8)_t\s+([^;()]*);", text):
+            for m in re.finditer(r"(\w+)\s*=\s*(\d+)\b", decl):
+                ints.setdefault(m.group(1), int(m.group(2)))
+        calls = [[m.group(1), m.group(2)] for m in
+                 re.finditer(r"status\s*=\s*(zdnn_\w+)\((?:[^;]*?)\);\s*assert\(status\s*==\s*(ZDNN_\w+)\)",
+                             text, flags=re.S)]
+        direction = re.search(r"lstm_gru_direction\s+\w+\s*=\s*(\w+)", text)
+        out[name] = {"ints": ints, "calls": calls, **({"direction": direction.group(1)} if direction else {})}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("zdnn", type=Path, help="zDNN checkout, or git directory with --commit")
@@ -219,7 +244,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     prov = {"source": "IBM/zDNN", "commit": args.commit or "checkout"}
     for name, data in (("zdnn_h.json", zdnn_h(src)), ("status_messages.json", status_messages(src)),
-                       ("verify_lstm_gru.json", verify_lstm_gru(src))):
+                       ("verify_lstm_gru.json", verify_lstm_gru(src)), ("samples.json", samples(src))):
         (OUT / name).write_text(json.dumps({"provenance": prov, **data}, indent=1) + "\n")
         print(f"wrote {OUT / name}")
 

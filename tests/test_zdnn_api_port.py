@@ -339,3 +339,159 @@ def test_transform_checks_follow_libzdnns_order():
     zt.is_transformed = True
     zt.buffer = None
     assert z.transform_ztensor(zt, np.zeros(15, np.float32)) == S.ZDNN_INVALID_BUFFER  # buffer before the state
+
+
+# ---- samples/ ---------------------------------------------------------------------------------------------------
+SAMPLES = json.loads((DATA / "samples.json").read_text())
+
+
+class Program:
+    """Runs a ported sample line by line: ``p.zdnn_X(...)`` calls ``fusedrnn.zdnn.X`` and records the status the C
+    program asserts right after the call."""
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def __getattr__(self, name: str):
+        fn = getattr(z, name.removeprefix("zdnn_"))
+
+        def call(*args):
+            st = fn(*args)
+            self.calls.append([name, S(st).name])
+            return st
+        return call
+
+
+def c_malloc(nbytes: int, rng) -> bytearray:
+    """malloc'd memory: what the samples transform is whatever it holds; here finite float32 values."""
+    return bytearray(rng.uniform(-1, 1, size=nbytes // 4).astype(np.float32).tobytes())
+
+
+def test_sample_simple_add():
+    v = SAMPLES["simple_add.c"]["ints"]
+    p = Program()
+    num_elements = v["dim_n"] * v["dim_h"] * v["dim_w"] * v["dim_c"]
+    element_size = 4
+    data1, data2, data_out = (bytearray(num_elements * element_size) for _ in range(3))
+    for i in range(num_elements):
+        np.frombuffer(data1, np.float32)[i] = i & 0x7F
+        np.frombuffer(data2, np.float32)[i] = i & 0x7F
+    pre, tf = z.TensorDesc(), z.TensorDesc()
+    z.init_pre_transformed_desc(z.ZDNN_NHWC, z.FP32, pre, v["dim_n"], v["dim_h"], v["dim_w"], v["dim_c"])
+    p.zdnn_generate_transformed_desc(pre, tf)
+    a, b, out = z.ZTensor(), z.ZTensor(), z.ZTensor()
+    p.zdnn_init_ztensor_with_malloc(pre, tf, a)
+    p.zdnn_init_ztensor_with_malloc(pre, tf, b)
+    p.zdnn_init_ztensor_with_malloc(pre, tf, out)
+    p.zdnn_transform_ztensor(a, data1)
+    p.zdnn_transform_ztensor(b, data2)
+    p.zdnn_add(a, b, out)
+    p.zdnn_transform_origtensor(out, data_out)
+    got = np.frombuffer(data_out, np.float32)
+    p.zdnn_free_ztensor_buffer(a)
+    p.zdnn_free_ztensor_buffer(b)
+    p.zdnn_free_ztensor_buffer(out)
+    assert p.calls == SAMPLES["simple_add.c"]["calls"]
+    assert np.array_equal(got, 2 * (np.arange(num_elements) & 0x7F))
+
+
+def test_sample_stickify_unstickify():
+    v = SAMPLES["stickify_unstickify.c"]["ints"]
+    p = Program()
+    n = v["dim_n"] * v["dim_h"] * v["dim_w"] * v["dim_c"]
+    rng = np.random.default_rng(1)
+    data, data_out = c_malloc(n * 4, rng), bytearray(n * 4)
+    pre, tf, zt = z.TensorDesc(), z.TensorDesc(), z.ZTensor()
+    z.init_pre_transformed_desc(z.ZDNN_NHWC, z.FP32, pre, v["dim_n"], v["dim_h"], v["dim_w"], v["dim_c"])
+    p.zdnn_generate_transformed_desc(pre, tf)
+    p.zdnn_init_ztensor_with_malloc(pre, tf, zt)
+    p.zdnn_transform_ztensor(zt, data)
+    p.zdnn_transform_origtensor(zt, data_out)
+    assert p.calls == SAMPLES["stickify_unstickify.c"]["calls"]
+    assert np.array_equal(np.frombuffer(data_out, np.float32), dlf16_round_ref(np.frombuffer(data, np.float32)))
+
+
+def _rnn_sample(name: str, *, fix_cf: bool = False) -> Program:
+    """rnn_lstm_fwd.c, rnn_gru_fwd.c, rnn_lstm_bidir.c line by line (malloc'd inputs as random floats)."""
+    v, sample = SAMPLES[name]["ints"], SAMPLES[name]
+    lstm = "lstm" in name
+    ts, b, f, h, dirs = v["num_timesteps"], v["num_batches"], v["num_features"], v["num_hidden"], v["num_dirs"]
+    direction = getattr(z, sample["direction"])
+    rt = z.RNN_TYPE_LSTM if lstm else z.RNN_TYPE_GRU
+    G = 4 if lstm else 3
+    p, rng = Program(), np.random.default_rng(2)
+
+    def tensor(layout, dims, concat=None, n_data=1, elements=None):
+        pre, tf, zt = z.TensorDesc(), z.TensorDesc(), z.ZTensor()
+        z.init_pre_transformed_desc(layout, z.FP32, pre, *dims)
+        if concat is None:
+            p.zdnn_generate_transformed_desc(pre, tf)
+        else:
+            p.zdnn_generate_transformed_desc_concatenated(pre, concat | z.PREV_LAYER_NONE, tf)
+        p.zdnn_init_ztensor_with_malloc(pre, tf, zt)
+        if elements is not None:
+            p.zdnn_transform_ztensor(zt, *(c_malloc(elements * 4, rng) for _ in range(n_data)))
+        return zt
+
+    x = tensor(z.ZDNN_3DS, (ts, b, f), elements=ts * b * f)
+    if lstm:  # h0 and c0 share a descriptor pair; both are initialised, then both transformed
+        pre, tf, h0, c0 = z.TensorDesc(), z.TensorDesc(), z.ZTensor(), z.ZTensor()
+        z.init_pre_transformed_desc(z.ZDNN_3DS, z.FP32, pre, dirs, b, h)
+        p.zdnn_generate_transformed_desc(pre, tf)
+        p.zdnn_init_ztensor_with_malloc(pre, tf, h0)
+        p.zdnn_init_ztensor_with_malloc(pre, tf, c0)
+        p.zdnn_transform_ztensor(h0, c_malloc(dirs * b * h * 4, rng))  # the bidir sample mallocs one direction
+        p.zdnn_transform_ztensor(c0, c_malloc(dirs * b * h * 4, rng))
+    else:
+        h0 = tensor(z.ZDNN_3DS, (dirs, b, h), elements=dirs * b * h)
+    W = tensor(z.ZDNN_3DS, (dirs, f, h), rt | z.USAGE_WEIGHTS, G, dirs * f * h)
+    Wb = tensor(z.ZDNN_2DS, (dirs, h), rt | z.USAGE_BIASES, G, dirs * h)
+    R = tensor(z.ZDNN_3DS, (dirs, h, h), rt | z.USAGE_HIDDEN_WEIGHTS, G, dirs * h * h)
+    Rb = tensor(z.ZDNN_2DS, (dirs, h), rt | z.USAGE_HIDDEN_BIASES, G, dirs * h)
+    if dirs == 2:
+        hn_pre, hn_tf, cf_pre, cf_tf = z.TensorDesc(), z.TensorDesc(), z.TensorDesc(), z.TensorDesc()
+        z.init_pre_transformed_desc(z.ZDNN_4DS, z.FP32, hn_pre, ts, 2, b, h)
+        p.zdnn_generate_transformed_desc(hn_pre, hn_tf)
+        # the sample passes 4 dims to a 3DS layout: C reads (1, 2, b), a 4 KiB cf_output of the wrong shape
+        z.init_pre_transformed_desc(z.ZDNN_4DS if fix_cf else z.ZDNN_3DS, z.FP32, cf_pre, 1, 2, b, h)
+        p.zdnn_generate_transformed_desc(cf_pre, cf_tf)
+        hn, cf = z.ZTensor(), z.ZTensor()
+        p.zdnn_init_ztensor_with_malloc(hn_pre, hn_tf, hn)
+        p.zdnn_init_ztensor_with_malloc(cf_pre, cf_tf, cf)
+    else:
+        pre, tf, hn, cf = z.TensorDesc(), z.TensorDesc(), z.ZTensor(), z.ZTensor()
+        z.init_pre_transformed_desc(z.ZDNN_4DS, z.FP32, pre, 1, 1, b, h)
+        p.zdnn_generate_transformed_desc(pre, tf)
+        p.zdnn_init_ztensor_with_malloc(pre, tf, hn)
+        if lstm:
+            p.zdnn_init_ztensor_with_malloc(pre, tf, cf)
+    work_area = None
+    if lstm:
+        p.zdnn_lstm(x, h0, c0, W, Wb, R, Rb, direction, work_area, hn, cf)
+    else:
+        p.zdnn_gru(x, h0, W, Wb, R, Rb, direction, work_area, hn)
+    outs = (hn, cf) if lstm else (hn,)
+    for out in outs:
+        size = int(np.prod(out.pre_transformed_desc.shape())) * 4
+        p.zdnn_transform_origtensor(out, bytearray(size))
+    for t in (x, h0, c0, W, Wb, R, Rb, hn, cf) if lstm else (x, h0, W, Wb, R, Rb, hn):
+        p.zdnn_free_ztensor_buffer(t)
+    return p
+
+
+@pytest.mark.parametrize("name", ["rnn_lstm_fwd.c", "rnn_gru_fwd.c"])
+def test_sample_rnn(name):
+    assert _rnn_sample(name).calls == SAMPLES[name]["calls"]
+
+
+def test_sample_rnn_lstm_bidir():
+    # libzdnn without precheck writes the (1, 1, b, 2*64) final cell state past the sample's 4 KiB cf_output; the
+    # emulator refuses to (an NNPA program exception) and, with precheck, answers INVALID_SHAPE as libzdnn does
+    with z.settings.override(precheck=False):
+        with pytest.raises(z.NNPAProgramException) as e:
+            _rnn_sample("rnn_lstm_bidir.c")
+    assert e.value.status == S.ZDNN_INVALID_SHAPE
+    calls = _rnn_sample("rnn_lstm_bidir.c").calls
+    i = [c[0] for c in calls].index("zdnn_lstm")
+    assert calls[:i] == SAMPLES["rnn_lstm_bidir.c"]["calls"][:i] and calls[i] == ["zdnn_lstm", "ZDNN_INVALID_SHAPE"]
+    assert _rnn_sample("rnn_lstm_bidir.c", fix_cf=True).calls == SAMPLES["rnn_lstm_bidir.c"]["calls"]

@@ -495,3 +495,48 @@ def test_sample_rnn_lstm_bidir():
     i = [c[0] for c in calls].index("zdnn_lstm")
     assert calls[:i] == SAMPLES["rnn_lstm_bidir.c"]["calls"][:i] and calls[i] == ["zdnn_lstm", "ZDNN_INVALID_SHAPE"]
     assert _rnn_sample("rnn_lstm_bidir.c", fix_cf=True).calls == SAMPLES["rnn_lstm_bidir.c"]["calls"]
+
+
+def test_quantized_weights_int8_with_a_float_pre_type():
+    pre = z.init_pre_transformed_desc(z.ZDNN_2D, z.FP32, None, 4, 8)
+    tf = z.TensorDesc()
+    # libzdnn's descriptor generation accepts it (the API reference allows INT8 only) ...
+    assert z.generate_quantized_transformed_desc(pre, z.QUANTIZED_WEIGHTS_INT8, tf) == S.ZDNN_OK
+    assert (tf.format, tf.type, tf.dims) == (z.ZDNN_FORMAT_4DWEIGHTS, z.ZDNN_BINARY_INT8, (1, 1, 4, 8))
+    zt = z.ZTensor()
+    assert z.init_quantized_ztensor_with_malloc(pre, tf, 0.5, 0, zt) == S.ZDNN_OK
+    # ... and its transform refuses the data type (after the buffer and state checks, libzdnn's order)
+    assert z.transform_quantized_ztensor(zt, False, -128, 127, np.zeros((4, 8), np.float32)) == S.ZDNN_INVALID_TYPE
+    zt.is_transformed = True
+    assert z.transform_quantized_ztensor(zt, False, -128, 127, np.zeros((4, 8), np.float32)) == S.ZDNN_INVALID_STATE
+    zt.buffer = None
+    assert z.transform_quantized_ztensor(zt, False, -128, 127, np.zeros((4, 8), np.float32)) == S.ZDNN_INVALID_BUFFER
+    pre.type = z.INT8
+    zt2 = z.ZTensor()
+    assert z.init_quantized_ztensor_with_malloc(pre, tf, 0.5, 0, zt2) == S.ZDNN_OK
+    assert z.transform_quantized_ztensor(zt2, False, -128, 127, np.ones((4, 8), np.int8)) == S.ZDNN_OK
+    pre.type = z.INT32
+    assert z.generate_quantized_transformed_desc(pre, z.QUANTIZED_WEIGHTS_INT8, z.TensorDesc()) \
+        == S.ZDNN_INVALID_TYPE
+
+
+def test_matmul_checks_in_libzdnns_order():
+    a = make_zt(z.ZDNN_2D, "FP32", (2, 3), np.ones((2, 3), np.float32))
+    b = make_zt(z.ZDNN_2D, "FP32", (3, 4), np.ones((3, 4), np.float32))
+    c = make_zt(z.ZDNN_1D, "FP32", (4,), np.ones(4, np.float32))
+
+    def out(shape=(2, 4)):
+        return make_zt(z.ZDNN_2D, "FP32", shape, transform=False)
+
+    assert z.matmul_op(a, b, c, z.MATMUL_OP_ADDITION, out()) == S.ZDNN_OK
+    assert z.matmul_op(a, b, c, 99, out((2, 5))) == S.ZDNN_INVALID_SHAPE  # the verifier before the NNPA's F000
+    assert z.matmul_op(a, b, c, 99, out()) == S.ZDNN_FUNC_RC_F000
+    never = make_zt(z.ZDNN_2D, "FP32", (2, 3), transform=False)
+    never.buffer = None
+    assert z.matmul_op(never, b, c, z.MATMUL_OP_ADDITION, out((3, 4))) == S.ZDNN_INVALID_SHAPE
+    assert z.matmul_op(never, b, c, z.MATMUL_OP_ADDITION, out()) == S.ZDNN_INVALID_BUFFER
+    i32 = make_zt(z.ZDNN_2D, z.INT32, (2, 4), np.zeros((2, 4), np.int32), transform=False)
+    assert z.matmul_op(a, b, c, z.MATMUL_OP_ADDITION, i32) == S.ZDNN_INVALID_TYPE  # after the shapes
+    z.set_machine("telum1")  # no parameter-block format 1: refused before the verifier
+    assert z.matmul_transpose_op(a, b, c, False, False, 99, out((7, 7))) == S.ZDNN_UNAVAILABLE_FUNCTION
+    assert z.matmul_bcast_op(a, b, c, z.MATMUL_BCAST_OP_GREATER, out()) == S.ZDNN_OK  # 1 x 1 stacks: MATMUL_OP

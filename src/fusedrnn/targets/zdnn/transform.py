@@ -19,7 +19,6 @@ from . import stick
 from .constants import DataFormat, DataLayout, DataType, NNPAFunction, QuantizedTransformType
 from .desc import (
     QUANTIZED_PRE_LAYOUTS,
-    QUANTIZED_PRE_TYPES,
     TensorDesc,
     _enum,
     cells_per_stick,
@@ -360,6 +359,38 @@ def quantize_to_int8(values: np.ndarray, rec_scale: float, offset: float, clip_m
     return np.clip(q, clip_min, clip_max).astype(np.int8)
 
 
+def _quantized_transform_checks(zt: ZTensor) -> Status:
+    """libzdnn's order: the buffer (INVALID_BUFFER), the state (INVALID_STATE), NHWC transformed and a quantizable
+    pre-transformed layout (INVALID_LAYOUT), the transformed dims (INVALID_SHAPE), then by format: 4DFEATURE
+    DLFLOAT16 takes FP32/FP16/BFLOAT data, 4DFEATURE INT8 also INT8, 4DWEIGHTS INT8 takes INT8 only (else
+    INVALID_TYPE), another format is INVALID_FORMAT; last the emulator's guard that the pre-transformed dims give
+    the transformed ones (INVALID_SHAPE: libzdnn would read the data by the transformed dims)."""
+    pre, tf = zt.pre_transformed_desc, zt.transformed_desc
+    if not buffer_ok(zt, getsize_ztensor(tf), writes=True):
+        return Status.ZDNN_INVALID_BUFFER
+    if zt.is_transformed:
+        return Status.ZDNN_INVALID_STATE
+    if _enum(DataLayout, tf.layout) != L.ZDNN_NHWC or _enum(DataLayout, pre.layout) not in QUANTIZED_PRE_LAYOUTS:
+        return Status.ZDNN_INVALID_LAYOUT
+    for i, v in enumerate((tf.dim1, tf.dim2, tf.dim3, tf.dim4), start=1):
+        if int(v) <= 0 or int(v) > _m.get_max_for_dim(i):
+            return Status.ZDNN_INVALID_SHAPE
+    if getsize_ztensor(tf) > _m.get_nnpa_max_tensor_size():
+        return Status.ZDNN_INVALID_SHAPE
+    fmt, ttype, ptype = _enum(DataFormat, tf.format), _enum(DataType, tf.type), _enum(DataType, pre.type)
+    if fmt == F.ZDNN_FORMAT_4DFEATURE:
+        allowed = {T.ZDNN_DLFLOAT16: FLOAT_PRE, T.ZDNN_BINARY_INT8: FLOAT_PRE + (T.INT8,)}.get(ttype, ())
+    elif fmt == F.ZDNN_FORMAT_4DWEIGHTS:
+        allowed = (T.INT8,) if ttype == T.ZDNN_BINARY_INT8 else ()
+    else:
+        return Status.ZDNN_INVALID_FORMAT
+    if ptype not in allowed:
+        return Status.ZDNN_INVALID_TYPE
+    if tuple(tf.dims) != transformed_dims(pre):
+        return Status.ZDNN_INVALID_SHAPE
+    return Status.ZDNN_OK
+
+
 def transform_quantized_ztensor(ztensor: ZTensor, saturation_control: bool, clip_min: int, clip_max: int,
                                 data) -> Status:
     """Transform into a quantized ztensor: QUANTIZED_DLFLOAT16 (plain DLFLOAT16, metadata only), QUANTIZED_INT8
@@ -368,21 +399,11 @@ def transform_quantized_ztensor(ztensor: ZTensor, saturation_control: bool, clip
     where = "transform_quantized_ztensor"
     zt = ztensor
     pre, tf = zt.pre_transformed_desc, zt.transformed_desc
-    if _enum(DataLayout, pre.layout) not in QUANTIZED_PRE_LAYOUTS or _enum(DataLayout, tf.layout) != L.ZDNN_NHWC:
-        return report(Status.ZDNN_INVALID_LAYOUT, where)
-    st = verify_transformed_desc(tf)
+    st = _quantized_transform_checks(zt)
     if st != Status.ZDNN_OK:
         return report(st, where)
     qt = quantized_transform_type(zt)
     ptype = _enum(DataType, pre.type)
-    if qt is None or ptype not in QUANTIZED_PRE_TYPES[qt][0]:
-        return report(Status.ZDNN_INVALID_TYPE, where)
-    if tuple(tf.dims) != transformed_dims(pre):
-        return report(Status.ZDNN_INVALID_SHAPE, where)
-    if not buffer_ok(zt, getsize_ztensor(tf), writes=True):
-        return report(Status.ZDNN_INVALID_BUFFER, where)
-    if zt.is_transformed:
-        return report(Status.ZDNN_INVALID_STATE, where)
     n = int(np.prod(pre.shape()))
     if qt == QuantizedTransformType.QUANTIZED_DLFLOAT16:
         vals = to_transformed(pre, _pre_floats(data, ptype, n, "data").reshape(pre.shape()))

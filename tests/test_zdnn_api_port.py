@@ -10,7 +10,10 @@ scripts/extract_zdnn_facts.py into tests/data/zdnn/; the test code is ours.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -540,3 +543,13 @@ def test_matmul_checks_in_libzdnns_order():
     z.set_machine("telum1")  # no parameter-block format 1: refused before the verifier
     assert z.matmul_transpose_op(a, b, c, False, False, 99, out((7, 7))) == S.ZDNN_UNAVAILABLE_FUNCTION
     assert z.matmul_bcast_op(a, b, c, z.MATMUL_BCAST_OP_GREATER, out()) == S.ZDNN_OK  # 1 x 1 stacks: MATMUL_OP
+
+
+def test_readme_ported_sample_runs_alone_and_prints_what_it_quotes():
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "malloc(num_elements" in b)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+    quoted = [m.strip() for m in re.findall(r"#( \[.*\]|\s*ZDNN_\w+: .*)$", block, re.M)]
+    assert out.getvalue().splitlines() == quoted

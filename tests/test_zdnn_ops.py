@@ -400,6 +400,16 @@ def test_quantized_matmul_statuses():
     A, B, C, Y = _qset()
     args = (-128, 127, False, False, False, None)
     assert z.quantized_matmul_op(A, B, C, 0, *args, Y) == S.ZDNN_OK
+    # libzdnn's quantized matmul checks no state (its INVALID_STATE belongs to getrange_ztensor) and meets the
+    # buffers after its checks; pre_computed with a nonzero Zb is its very first check
+    A.is_transformed = False
+    assert z.quantized_matmul_op(A, B, C, 0, *args, Y) == S.ZDNN_OK
+    A_buf, A.buffer = A.buffer, None
+    assert z.quantized_matmul_op(A, B, C, 0, *args, Y) == S.ZDNN_INVALID_BUFFER
+    assert z.quantized_matmul_op(A, B, C, 8, *args, Y) == S.ZDNN_FUNC_RC_F000
+    B.offset = 1.0
+    assert z.quantized_matmul_op(A, B, C, 8, -128, 127, False, False, True, None, Y) == S.ZDNN_INVALID_OFFSET
+    A.buffer, A.is_transformed, B.offset = A_buf, True, 0.0
     assert z.quantized_matmul_op(A, B, C, 8, *args, Y) == S.ZDNN_FUNC_RC_F000
     assert z.quantized_matmul_op(A, B, C, 0, 5, 5, False, False, False, None, Y) == S.ZDNN_INVALID_CLIPPING_VALUE
     A2, B2, C2, Y2 = _qset(otf=True, a_scale=1e30)  # rec_scale underflows to DLF16 zero

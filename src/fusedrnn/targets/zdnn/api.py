@@ -9,8 +9,9 @@ A program written against libzdnn 1.2.0 ports line by line:
 
 * checks run in libzdnn's order and give its statuses: the operations' verifiers (``verify_*`` of libzdnn's
   tensor_verify.c: shapes, then types and formats; lstm/gru as ``verify_zdnn_lstm_or_gru_tensors``), then the
-  NNPA; no operation checks that an input was transformed (only ``quantized_matmul_op`` does, as libzdnn's), and
-  a ztensor's buffer is met where the NNPA reads it, after every check (MISALIGNED_TENSOR off a 4 KiB boundary,
+  NNPA; no operation checks that an input was transformed (not even ``quantized_matmul_op``: the INVALID_STATE in
+  libzdnn's aiu_quantized_matmul.c is ``getrange_ztensor``'s), and a ztensor's buffer is met where the NNPA reads
+  it, after every check (MISALIGNED_TENSOR off a 4 KiB boundary,
   INVALID_BUFFER where C would read or write outside the buffer: the emulator refuses instead);
 * ``get_status_message`` returns libzdnn's strings (``"ZDNN_INVALID_SHAPE: Invalid shape in ..."``),
   ``get_library_version_str()`` returns ``ZDNN_VERSION``;

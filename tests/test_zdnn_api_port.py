@@ -553,3 +553,20 @@ def test_readme_ported_sample_runs_alone_and_prints_what_it_quotes():
         exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - the README's own example
     quoted = [m.strip() for m in re.findall(r"#( \[.*\]|\s*ZDNN_\w+: .*)$", block, re.M)]
     assert out.getvalue().splitlines() == quoted
+
+
+def test_invsqrt_and_reduce_verifiers_in_libzdnns_order():
+    x = make_zt(z.ZDNN_3DS, "FP32", (2, 3, 4), np.ones((2, 3, 4), np.float32))
+    i32_bad_shape = make_zt(z.ZDNN_3DS, z.INT32, (2, 3, 5), np.zeros((2, 3, 5), np.int32), transform=False)
+    # verify_invsqrt_tensors compares the output's type and format with the input's before the shapes
+    assert z.invsqrt(x, 0.0, i32_bad_shape) == S.ZDNN_INVALID_TYPE
+    assert z.invsqrt(x, 0.0, _fresh((2, 3, 5))) == S.ZDNN_INVALID_SHAPE
+    assert z.invsqrt(x, np.inf, _fresh()) == S.ZDNN_INVALID_EPSILON
+    assert z.invsqrt(x, 0.0, _fresh()) == S.ZDNN_OK
+    # verify_reduce_tensors: shapes, then the output's format, then the input's type
+    i32_in = make_zt(z.ZDNN_3DS, z.INT32, (2, 3, 4), np.zeros((2, 3, 4), np.int32))
+    kernel_out = make_zt(z.ZDNN_HWCK, "FP32", (2, 1, 3, 1), transform=False)
+    assert z.reduce(i32_in, None, z.REDUCE_OP_MAXIMUM, kernel_out) == S.ZDNN_INVALID_FORMAT
+    assert z.reduce(i32_in, None, z.REDUCE_OP_MAXIMUM, _fresh((2, 3, 1))) == S.ZDNN_INVALID_TYPE
+    assert z.reduce(i32_in, None, z.REDUCE_OP_MAXIMUM, _fresh((2, 3, 2))) == S.ZDNN_INVALID_SHAPE
+    assert z.reduce(x, None, z.REDUCE_OP_MAXIMUM, _fresh((2, 3, 1))) == S.ZDNN_OK

@@ -161,11 +161,15 @@ def require_same_n_c(input: ZTensor, output: ZTensor) -> None:  # noqa: A002
 
 def elementwise_op(where: str, function: int, parmblk: int, func: Callable[..., np.ndarray],
                    inputs: tuple[ZTensor, ...], output: ZTensor,
-                   verify_extra: Callable[[], None] | None = None) -> Status:
+                   verify_extra: Callable[[], None] | None = None,
+                   verify_before: Callable[[], None] | None = None) -> Status:
     """output = func(*inputs) on the exact DLFLOAT16 values in float64, rounded once (:func:`store`), for inputs
-    and output of one shape (:func:`verify_same_features`, then ``verify_extra``'s parameter checks)."""
+    and output of one shape (``verify_before``, :func:`verify_same_features`, then ``verify_extra``'s parameter
+    checks)."""
 
     def verify() -> None:
+        if verify_before is not None:
+            verify_before()
         verify_same_features(inputs, output)
         if verify_extra is not None:
             verify_extra()

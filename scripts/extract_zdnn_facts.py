@@ -16,6 +16,8 @@ Reads the zDNN sources (a checkout directory, or a git directory plus a commit) 
     the cases of ``tests/testDriver_tensor_verify_zdnn_lstm_gru.c``: which tensor is sabotaged (a dim set to a
     value, or the type/format set to 255), the expected status, and the driver's default sizes.
 
+``tensor_desc_layouts.json``
+    the transformed-layout cases of ``tests/testDriver_tensor_desc.c`` with the data types each runs with.
 ``samples.json``
     per sample program of ``samples/`` (simple_add, rnn_lstm_fwd, rnn_gru_fwd, rnn_lstm_bidir,
     stickify_unstickify): its integer settings and the ordered zDNN calls whose status it asserts.
@@ -214,6 +216,35 @@ def verify_lstm_gru(src: Source) -> dict:
     return {"defaults": defaults, "tensors": _TENSORS, "cases": cases}
 
 
+def tensor_desc_layouts(src: Source) -> dict:
+    """``tests/testDriver_tensor_desc.c``'s verify_*_transformed_layout cases: the layout, whether concatenated, the
+    dims, the expected transformed layout and status, and the data types each runs with (the RUN_TEST_ALL_* lists
+    of tests/testsupport.c)."""
+    text = _strip_comments(src.read("tests/testDriver_tensor_desc.c"))
+    support = _strip_comments(src.read("tests/testsupport.c"))
+    lists = {m.group(1): [t.strip() for t in m.group(2).split(",") if t.strip()] for m in
+             re.finditer(r"zdnn_data_types\s+(\w+)_types\[\w+\]\s*=\s*\{([^}]*)\}", support)}
+    runner_list = {"RUN_TEST_ALL_PRE_DATATYPES": "all_pre_tfrmd", "RUN_TEST_ALL_DLFLOAT16_PRE_DATATYPES":
+                   "dlfloat_pre_tfrmd", "RUN_TEST_ALL_QUANTIZED_PRE_DATATYPES": "quantized_pre_tfrmd",
+                   "RUN_TEST_ALL_INDEX_PRE_DATATYPES": "index_pre_tfrmd", "RUN_TEST_ALL_TFRMD_DATATYPES": "all_tfrmd",
+                   "RUN_TEST_ALL_DLFLOAT16_TFRMD_DATATYPES": "dlfloat_tfrmd",
+                   "RUN_TEST_ALL_QUANTIZED_TFRMD_DATATYPES": "quantized_tfrmd",
+                   "RUN_TEST_ALL_INDEX_TFRMD_DATATYPES": "index_tfrmd"}
+    bodies = _functions(text)
+    call = re.compile(r"verify_transformed_layout\(\s*(ZDNN_\w+),\s*(true|false),\s*(\d+),\s*(\d+),\s*(\d+),"
+                      r"\s*(\d+),\s*(ZDNN_\w+),\s*(ZDNN_\w+)\)")
+    cases = []
+    for m in re.finditer(r"(RUN_TEST_ALL_\w+)\(\s*(\w+)\s*\)", text.split("int main", 1)[1]):
+        runner, fname = m.groups()
+        c = call.search(bodies.get(fname, ""))
+        if c is None:
+            continue
+        lay, concat, d4, d3, d2, d1, to_layout, status = c.groups()
+        cases.append({"test": fname, "types": lists[runner_list[runner]], "layout": lay, "concat": concat == "true",
+                      "dims": [int(d4), int(d3), int(d2), int(d1)], "to_layout": to_layout, "status": status})
+    return {"cases": cases}
+
+
 SAMPLES = ("simple_add.c", "rnn_lstm_fwd.c", "rnn_gru_fwd.c", "rnn_lstm_bidir.c", "stickify_unstickify.c")
 
 
@@ -244,7 +275,8 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     prov = {"source": "IBM/zDNN", "commit": args.commit or "checkout"}
     for name, data in (("zdnn_h.json", zdnn_h(src)), ("status_messages.json", status_messages(src)),
-                       ("verify_lstm_gru.json", verify_lstm_gru(src)), ("samples.json", samples(src))):
+                       ("verify_lstm_gru.json", verify_lstm_gru(src)), ("samples.json", samples(src)),
+                       ("tensor_desc_layouts.json", tensor_desc_layouts(src))):
         (OUT / name).write_text(json.dumps({"provenance": prov, **data}, indent=1) + "\n")
         print(f"wrote {OUT / name}")
 

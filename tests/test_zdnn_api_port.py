@@ -570,3 +570,28 @@ def test_invsqrt_and_reduce_verifiers_in_libzdnns_order():
     assert z.reduce(i32_in, None, z.REDUCE_OP_MAXIMUM, _fresh((2, 3, 1))) == S.ZDNN_INVALID_TYPE
     assert z.reduce(i32_in, None, z.REDUCE_OP_MAXIMUM, _fresh((2, 3, 2))) == S.ZDNN_INVALID_SHAPE
     assert z.reduce(x, None, z.REDUCE_OP_MAXIMUM, _fresh((2, 3, 1))) == S.ZDNN_OK
+
+
+# ---- testDriver_tensor_desc.c: verify_*_transformed_layout ------------------------------------------------------
+TENSOR_DESC = json.loads((DATA / "tensor_desc_layouts.json").read_text())
+_LAYOUT_CASES = [(c, t) for c in TENSOR_DESC["cases"] for t in c["types"]]
+
+
+@pytest.mark.parametrize(("case", "dtype"), _LAYOUT_CASES,
+                         ids=[f"{c['test']}-{t}" for c, t in _LAYOUT_CASES])
+def test_transformed_layout_cases(case, dtype):
+    assert len(TENSOR_DESC["cases"]) == 21
+    d4, d3, d2, d1 = case["dims"]
+    layout = getattr(z, case["layout"])
+    dims = {"ZDNN_2DS": (d2, d1), "ZDNN_3DS": (d3, d2, d1), "ZDNN_4DS": (d4, d2, d1, 1)}[case["layout"]]
+    pre, tf = z.TensorDesc(), z.TensorDesc()
+    z.init_pre_transformed_desc(layout, getattr(z, dtype), pre, *dims)
+    if not case["concat"]:
+        st = z.generate_transformed_desc(pre, tf)
+    else:
+        info = {"ZDNN_2DS": z.USAGE_BIASES | z.PREV_LAYER_NONE, "ZDNN_3DS": z.USAGE_WEIGHTS | z.PREV_LAYER_NONE}.get(
+            case["layout"], z.USAGE_HIDDEN_WEIGHTS | z.PREV_LAYER_UNI)
+        st = z.generate_transformed_desc_concatenated(pre, z.RNN_TYPE_LSTM | info, tf)
+    assert st == getattr(S, case["status"])
+    if st == S.ZDNN_OK:
+        assert tf.layout == getattr(z, case["to_layout"])

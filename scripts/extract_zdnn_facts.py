@@ -18,6 +18,8 @@ Reads the zDNN sources (a checkout directory, or a git directory plus a commit) 
 
 ``tensor_desc_layouts.json``
     the transformed-layout cases of ``tests/testDriver_tensor_desc.c`` with the data types each runs with.
+``init_ztensor_sizes.json``
+    the buffer sizes of ``tests/testDriver_init_ztensor.c`` (plain, quantized, concatenated descriptors).
 ``samples.json``
     per sample program of ``samples/`` (simple_add, rnn_lstm_fwd, rnn_gru_fwd, rnn_lstm_bidir,
     stickify_unstickify): its integer settings and the ordered zDNN calls whose status it asserts.
@@ -245,6 +247,69 @@ def tensor_desc_layouts(src: Source) -> dict:
     return {"cases": cases}
 
 
+_RUNNER_LISTS = {"RUN_TEST_ALL_PRE_DATATYPES": "all_pre_tfrmd", "RUN_TEST_ALL_DLFLOAT16_PRE_DATATYPES":
+                 "dlfloat_pre_tfrmd", "RUN_TEST_ALL_QUANTIZED_PRE_DATATYPES": "quantized_pre_tfrmd",
+                 "RUN_TEST_ALL_INDEX_PRE_DATATYPES": "index_pre_tfrmd", "RUN_TEST_ALL_TFRMD_DATATYPES": "all_tfrmd",
+                 "RUN_TEST_ALL_DLFLOAT16_TFRMD_DATATYPES": "dlfloat_tfrmd",
+                 "RUN_TEST_ALL_QUANTIZED_TFRMD_DATATYPES": "quantized_tfrmd",
+                 "RUN_TEST_ALL_INDEX_TFRMD_DATATYPES": "index_tfrmd"}
+
+
+def _run_types(text: str, support: str) -> dict[str, list[str]]:
+    """Per test function of a driver's main(): the data types it runs with. A plain RUN_TEST keeps the type the
+    previous RUN_TEST_ALL_* left in ``test_datatype`` (its list's last)."""
+    lists = {m.group(1): [t.strip() for t in m.group(2).split(",") if t.strip()] for m in
+             re.finditer(r"zdnn_data_types\s+(\w+)_types\[\w+\]\s*=\s*\{([^}]*)\}", support)}
+    out: dict[str, list[str]] = {}
+    last = None
+    for m in re.finditer(r"\b(RUN_TEST\w*)\(\s*(\w+)\s*\)", text.split("int main", 1)[1]):
+        runner, fname = m.groups()
+        if runner in _RUNNER_LISTS:
+            types = lists[_RUNNER_LISTS[runner]]
+            last = types[-1]
+        else:
+            types = [last] if last else []
+        out.setdefault(fname, []).extend(types)
+    return out
+
+
+def init_ztensor_sizes(src: Source) -> dict:
+    """``tests/testDriver_init_ztensor.c``: the buffer sizes (and statuses) of init_ztensor_with_malloc for plain,
+    quantized and concatenated descriptors, with the data types each case runs with; concat infos that loop over
+    tests/testsupport.c's arrays are expanded."""
+    text = _strip_comments(src.read("tests/testDriver_init_ztensor.c"))
+    support = _strip_comments(src.read("tests/testsupport.c"))
+    arrays = {m.group(1): [" ".join(t.split()) for t in m.group(2).split(",") if t.strip()] for m in
+              re.finditer(r"zdnn_concat_info\s+(\w+)\[\w+\]\s*=\s*\{([^}]*)\}", support)}
+    types = _run_types(text, support)
+    cases = []
+    for fname, body in _functions(text).items():
+        if fname not in types:
+            continue
+        for m in re.finditer(r"\btest_(NHWC|2D|2DS|3DS)\(([\d,\s]+)\);", body):
+            *dims, size = (int(v) for v in m.group(2).split(","))
+            cases.append({"test": fname, "kind": "plain", "layout": f"ZDNN_{m.group(1)}", "dims": dims,
+                          "size": size, "types": types[fname]})
+        for m in re.finditer(r"\btest_quantized\((QUANTIZED_\w+),([\d,\s.]+)\);", body):
+            vals = [v.strip() for v in m.group(2).split(",")]
+            cases.append({"test": fname, "kind": "quantized", "transform": m.group(1),
+                          "dims": [int(v) for v in vals[:4]], "scale": float(vals[4]), "offset": float(vals[5]),
+                          "size": int(vals[6]), "types": types[fname]})
+        for m in re.finditer(r"\btest_concat\((ZDNN_\w+),\s*([^,]+?),\s*(\d+),\s*(ZDNN_\w+),\s*(ZDNN_\w+),"
+                             r"([\d,\s]+)\);", body):
+            lay, info, size, st_gen, st_alloc, dims = m.groups()
+            options = [[]]
+            for term in (t.strip() for t in info.split("|")):
+                ref = re.fullmatch(r"(\w+)\[\w+\]", term)
+                vals = arrays[ref.group(1)] if ref else [term]
+                options = [o + [v] for o in options for v in vals]
+            for o in options:
+                cases.append({"test": fname, "kind": "concat", "layout": lay, "info": " | ".join(o),
+                              "dims": [int(v) for v in dims.split(",")], "size": int(size), "status_gen": st_gen,
+                              "status_alloc": st_alloc, "types": types[fname]})
+    return {"cases": cases}
+
+
 SAMPLES = ("simple_add.c", "rnn_lstm_fwd.c", "rnn_gru_fwd.c", "rnn_lstm_bidir.c", "stickify_unstickify.c")
 
 
@@ -276,7 +341,8 @@ def main() -> None:
     prov = {"source": "IBM/zDNN", "commit": args.commit or "checkout"}
     for name, data in (("zdnn_h.json", zdnn_h(src)), ("status_messages.json", status_messages(src)),
                        ("verify_lstm_gru.json", verify_lstm_gru(src)), ("samples.json", samples(src)),
-                       ("tensor_desc_layouts.json", tensor_desc_layouts(src))):
+                       ("tensor_desc_layouts.json", tensor_desc_layouts(src)),
+                       ("init_ztensor_sizes.json", init_ztensor_sizes(src))):
         (OUT / name).write_text(json.dumps({"provenance": prov, **data}, indent=1) + "\n")
         print(f"wrote {OUT / name}")
 

@@ -595,3 +595,37 @@ def test_transformed_layout_cases(case, dtype):
     assert st == getattr(S, case["status"])
     if st == S.ZDNN_OK:
         assert tf.layout == getattr(z, case["to_layout"])
+
+
+# ---- testDriver_init_ztensor.c: buffer sizes ------------------------------------------------------------------
+INIT_SIZES = json.loads((DATA / "init_ztensor_sizes.json").read_text())
+_SIZE_CASES = [(c, t) for c in INIT_SIZES["cases"] for t in c["types"]]
+
+
+def _info(expr: str) -> int:
+    v = 0
+    for name in expr.split("|"):
+        v |= getattr(z, name.strip())
+    return v
+
+
+@pytest.mark.parametrize(("case", "dtype"), _SIZE_CASES,
+                         ids=[f"{c['test']}-{c.get('info', '')}-{t}" for c, t in _SIZE_CASES])
+def test_init_ztensor_with_malloc_sizes(case, dtype):
+    assert len(INIT_SIZES["cases"]) == 156
+    pre, tf, zt = z.TensorDesc(), z.TensorDesc(), z.ZTensor()
+    if case["kind"] == "quantized":
+        z.init_pre_transformed_desc(z.ZDNN_NHWC, getattr(z, dtype), pre, *case["dims"])
+        assert z.generate_quantized_transformed_desc(pre, getattr(z, case["transform"]), tf) == S.ZDNN_OK
+        assert z.init_quantized_ztensor_with_malloc(pre, tf, case["scale"], case["offset"], zt) == S.ZDNN_OK
+    elif case["kind"] == "concat":
+        z.init_pre_transformed_desc(getattr(z, case["layout"]), getattr(z, dtype), pre, *case["dims"])
+        st = z.generate_transformed_desc_concatenated(pre, _info(case["info"]), tf)
+        assert st == getattr(S, case["status_gen"])
+        assert z.init_ztensor_with_malloc(pre, tf, zt) == getattr(S, case["status_alloc"])
+    else:
+        z.init_pre_transformed_desc(getattr(z, case["layout"]), getattr(z, dtype), pre, *case["dims"])
+        assert z.generate_transformed_desc(pre, tf) == S.ZDNN_OK
+        assert z.init_ztensor_with_malloc(pre, tf, zt) == S.ZDNN_OK
+    assert zt.buffer_size == case["size"] == z.getsize_ztensor(tf)
+    assert z.byte_view(zt.buffer).nbytes == case["size"] and z.byte_view(zt.buffer).ctypes.data % 4096 == 0

@@ -20,6 +20,8 @@ Reads the zDNN sources (a checkout directory, or a git directory plus a commit) 
     the transformed-layout cases of ``tests/testDriver_tensor_desc.c`` with the data types each runs with.
 ``init_ztensor_sizes.json``
     the buffer sizes of ``tests/testDriver_init_ztensor.c`` (plain, quantized, concatenated descriptors).
+``reshape.json``
+    the cases of ``tests/testDriver_reshape_ztensor.c``.
 ``samples.json``
     per sample program of ``samples/`` (simple_add, rnn_lstm_fwd, rnn_gru_fwd, rnn_lstm_bidir,
     stickify_unstickify): its integer settings and the ordered zDNN calls whose status it asserts.
@@ -310,6 +312,26 @@ def init_ztensor_sizes(src: Source) -> dict:
     return {"cases": cases}
 
 
+def reshape_cases(src: Source) -> dict:
+    """``tests/testDriver_reshape_ztensor.c``: each test function's ``test(src layout, dims, dest layout, dims,
+    status)`` calls (or, for the hand-written ones, its ``exp_status``), with the data types it runs with."""
+    text = _strip_comments(src.read("tests/testDriver_reshape_ztensor.c"))
+    support = _strip_comments(src.read("tests/testsupport.c"))
+    types = _run_types(text, support)
+    out = {}
+    for fname, body in _functions(text).items():
+        if fname not in types:
+            continue
+        forced = re.search(r"test_datatype\s*=\s*(\w+);", body)
+        pattern = r"\btest\((ZDNN_\w+),([\d,\s]+),\s*(ZDNN_\w+),([\d,\s]+),\s*(ZDNN_\w+)\);"
+        calls = [[m.group(1), [int(v) for v in m.group(2).split(",")], m.group(3),
+                  [int(v) for v in m.group(4).split(",")], m.group(5)] for m in re.finditer(pattern, body)]
+        exp = re.search(r"exp_status\s*=\s*(ZDNN_\w+)", body)
+        out[fname] = {"types": [forced.group(1)] if forced else types[fname], "calls": calls,
+                      **({"exp_status": exp.group(1)} if exp else {})}
+    return {"tests": out}
+
+
 SAMPLES = ("simple_add.c", "rnn_lstm_fwd.c", "rnn_gru_fwd.c", "rnn_lstm_bidir.c", "stickify_unstickify.c")
 
 
@@ -342,7 +364,8 @@ def main() -> None:
     for name, data in (("zdnn_h.json", zdnn_h(src)), ("status_messages.json", status_messages(src)),
                        ("verify_lstm_gru.json", verify_lstm_gru(src)), ("samples.json", samples(src)),
                        ("tensor_desc_layouts.json", tensor_desc_layouts(src)),
-                       ("init_ztensor_sizes.json", init_ztensor_sizes(src))):
+                       ("init_ztensor_sizes.json", init_ztensor_sizes(src)),
+                       ("reshape.json", reshape_cases(src))):
         (OUT / name).write_text(json.dumps({"provenance": prov, **data}, indent=1) + "\n")
         print(f"wrote {OUT / name}")
 

@@ -629,3 +629,58 @@ def test_init_ztensor_with_malloc_sizes(case, dtype):
         assert z.init_ztensor_with_malloc(pre, tf, zt) == S.ZDNN_OK
     assert zt.buffer_size == case["size"] == z.getsize_ztensor(tf)
     assert z.byte_view(zt.buffer).nbytes == case["size"] and z.byte_view(zt.buffer).ctypes.data % 4096 == 0
+
+
+# ---- testDriver_reshape_ztensor.c --------------------------------------------------------------------------------
+RESHAPE = json.loads((DATA / "reshape.json").read_text())["tests"]
+_RESHAPE_CASES = [(name, call, t) for name, v in RESHAPE.items() for call in v["calls"] for t in v["types"]]
+
+
+def _random_pre_data(dtype: str, n: int, rng) -> np.ndarray:
+    x = rng.uniform(-2, 2, n).astype(np.float32)
+    return {"FP32": x, "FP16": x.astype(np.float16), "BFLOAT": (x.view(np.uint32) >> 16).astype(np.uint16)}[dtype]
+
+
+@pytest.mark.parametrize(("name", "call", "dtype"), _RESHAPE_CASES,
+                         ids=[f"{n}-{t}" for n, _, t in _RESHAPE_CASES])
+def test_reshape_driver(name, call, dtype):
+    src_layout, src_dims, dest_layout, dest_dims, status = call
+    typ = getattr(z, dtype)
+    zs, zd = z.ZTensor(), z.ZTensor()
+    sp, dp, st_, dt_ = z.TensorDesc(), z.TensorDesc(), z.TensorDesc(), z.TensorDesc()
+    z.init_pre_transformed_desc(getattr(z, src_layout), typ, sp, *src_dims)
+    z.init_pre_transformed_desc(getattr(z, dest_layout), typ, dp, *dest_dims)
+    z.generate_transformed_desc(sp, st_)
+    z.generate_transformed_desc(dp, dt_)
+    assert z.init_ztensor_with_malloc(sp, st_, zs) == S.ZDNN_OK
+    raw = _random_pre_data(dtype, int(np.prod(src_dims)), np.random.default_rng(5))
+    assert z.init_ztensor_with_malloc(dp, dt_, zd) == S.ZDNN_OK
+    assert z.transform_ztensor(zs, raw) == S.ZDNN_OK
+    st = z.reshape_ztensor(zs, zd)
+    assert st == getattr(S, status)
+    assert zd.is_transformed == (st == S.ZDNN_OK)
+    if st == S.ZDNN_OK:  # the driver's check: dest's cells in C order are the source data as DLFLOAT16
+        want = make_zt(z.ZDNN_NHWC, dtype, tuple(dest_dims), raw.reshape(dest_dims), transform=False)
+        assert z.transform_ztensor(want, raw) == S.ZDNN_OK
+        assert np.array_equal(read_values(zd), read_values(want))
+
+
+def test_reshape_driver_hand_written_cases():
+    def pair():
+        zs, zd = z.ZTensor(), z.ZTensor()
+        descs = [z.TensorDesc() for _ in range(4)]
+        for pre, tf, zt in ((descs[0], descs[1], zs), (descs[2], descs[3], zd)):
+            z.init_pre_transformed_desc(z.ZDNN_NHWC, z.FP16, pre, 4, 4, 4, 4)
+            z.generate_transformed_desc(pre, tf)
+            z.init_ztensor(pre, tf, zt)  # no buffers: libzdnn's reshape never looks at them before these checks
+        return zs, zd
+
+    zs, zd = pair()
+    zs.is_transformed = True
+    zs.transformed_desc.layout = zd.transformed_desc.layout = z.ZDNN_NCHW
+    assert z.reshape_ztensor(zs, zd) == getattr(S, RESHAPE["test_fail_not_nhwc_nor_hwck"]["exp_status"])
+    zs, zd = pair()
+    assert z.reshape_ztensor(zs, zd) == getattr(S, RESHAPE["test_fail_src_not_transformed"]["exp_status"])
+    zs, zd = pair()
+    zs.is_transformed = zd.is_transformed = True
+    assert z.reshape_ztensor(zs, zd) == getattr(S, RESHAPE["test_fail_dest_already_transformed"]["exp_status"])

@@ -188,37 +188,91 @@ def test_lstm_statuses_in_libzdnns_order():
     assert _run_driver("LSTM", t, z.BIDIR) == S.ZDNN_OK
 
 
-def test_lstm_writes_the_fused_part_of_the_callers_work_area():
-    rng = np.random.default_rng(3)
-    ts, b, f, h = 3, 2, 5, 4
-    x = rng.normal(size=(ts, b, f)).astype(np.float32)
-    W = [rng.normal(size=(1, f, h)).astype(np.float32) for _ in range(4)]
-    B = [rng.normal(size=(1, h)).astype(np.float32) for _ in range(4)]
-    R = [np.zeros((1, h, h), np.float32)] * 4
+def _lstm_inputs(x, W, B, R, b, h):
+    ts, _, f = x.shape
     rt = z.RNN_TYPE_LSTM
-    args = (make_zt(z.ZDNN_3DS, "FP32", (ts, b, f), x),
+    return (make_zt(z.ZDNN_3DS, "FP32", (ts, b, f), x),
             make_zt(z.ZDNN_3DS, "FP32", (1, b, h), np.zeros((1, b, h), np.float32)),
             make_zt(z.ZDNN_3DS, "FP32", (1, b, h), np.zeros((1, b, h), np.float32)),
             make_zt(z.ZDNN_3DS, "FP32", (1, f, h), *W, concat=rt | z.USAGE_WEIGHTS),
             make_zt(z.ZDNN_2DS, "FP32", (1, h), *B, concat=rt | z.USAGE_BIASES),
             make_zt(z.ZDNN_3DS, "FP32", (1, h, h), *R, concat=rt | z.USAGE_HIDDEN_WEIGHTS),
             make_zt(z.ZDNN_2DS, "FP32", (1, h), *B, concat=rt | z.USAGE_HIDDEN_BIASES))
+
+
+def _wa_part(wa, offset, dims):
+    desc = z.TensorDesc(z.ZDNN_NHWC, z.ZDNN_FORMAT_4DFEATURE, z.ZDNN_DLFLOAT16, *dims)
+    n = z.getsize_ztensor(desc)
+    return read_values(z.ZTensor(transformed_desc=desc, buffer=wa[offset:offset + n], buffer_size=n)), n
+
+
+@pytest.mark.parametrize("ts", [1, 2, 4])
+def test_lstm_writes_the_callers_work_area_as_zdnn(ts):
+    rng = np.random.default_rng(3)
+    b, f, h = 2, 5, 4
+    x = rng.normal(size=(ts, b, f)).astype(np.float32)
+    W = [rng.normal(size=(1, f, h)).astype(np.float32) for _ in range(4)]
+    B = [rng.normal(size=(1, h)).astype(np.float32) for _ in range(4)]
+    R = [rng.normal(size=(1, h, h)).astype(np.float32) * 0.5 for _ in range(4)]
     size = z.work_area_size("lstm", ts, b, h)
     wa = z.malloc_aligned_4k(size)
     wa[:] = 0xA5
     hn = make_zt(z.ZDNN_4DS, "FP32", (ts, 1, b, h), transform=False)
     cf = make_zt(z.ZDNN_4DS, "FP32", (1, 1, b, h), transform=False)
-    assert z.lstm(*args, z.FWD, wa, hn, cf) == S.ZDNN_OK
-    # FUSED (ts, 1, b, 4*64) at the start: x @ W + b per gate, in f, i, c, o order, one DLFLOAT16 rounding
-    fused_desc = z.TensorDesc(z.ZDNN_NHWC, z.ZDNN_FORMAT_4DFEATURE, z.ZDNN_DLFLOAT16, ts, 1, b, 256)
-    n = z.getsize_ztensor(fused_desc)
-    fused = read_values(z.ZTensor(transformed_desc=fused_desc, buffer=wa[:n], buffer_size=n))[:, 0]
+    assert z.lstm(*_lstm_inputs(x, W, B, R, b, h), z.FWD, wa, hn, cf) == S.ZDNN_OK
     x16 = dlf16_round_ref(x).astype(np.float64)
+
+    def mm(a, w, bias):  # one NNPA matmul: exact DLFLOAT16 operands, float64 sums, one rounding
+        return dlf16_round_ref((a @ dlf16_round_ref(w).astype(np.float64)
+                                + dlf16_round_ref(bias).astype(np.float64)).astype(np.float32))
+
+    # FUSED (ts, 1, b, 4*64): x @ W + b per gate (f, i, c, o), padding cells zero
+    fused, n_fused = _wa_part(wa, 0, (ts, 1, b, 256))
     for g in range(4):
-        want = dlf16_round_ref((x16 @ dlf16_round_ref(W[g][0]).astype(np.float64)
-                                + dlf16_round_ref(B[g][0]).astype(np.float64)).astype(np.float32))
-        np.testing.assert_array_equal(fused[..., g * 64:g * 64 + h], want)
-        assert not fused[..., g * 64 + h:(g + 1) * 64].any()  # padding cells written as zeros
+        np.testing.assert_array_equal(fused[:, 0, :, g * 64:g * 64 + h], mm(x16, W[g][0], B[g][0]))
+        assert not fused[..., g * 64 + h:(g + 1) * 64].any()
+    # BIAS_ADD (1, 1, b, 4*64): h_prev @ R + bias of the last step (h_prev = h0 = 0 for one step)
+    bias_add, n_bias = _wa_part(wa, n_fused, (1, 1, b, 256))
+    h_prev = read_values(hn)[ts - 2, 0].astype(np.float64) if ts > 1 else np.zeros((b, h))
+    for g in range(4):
+        np.testing.assert_array_equal(bias_add[0, 0, :, g * 64:g * 64 + h], mm(h_prev, R[g][0], B[g][0]))
+    # the alternating cell-state slots: step k's c in slot k % 2, k < ts - 1 (checked against a shorter run)
+    slot_bytes = z.getsize_ztensor(z.TensorDesc(dim2=b, dim1=h))
+    assert size == n_fused + n_bias + min(ts - 1, 2) * slot_bytes
+    for k in range(ts - 1):
+        cf_k = make_zt(z.ZDNN_4DS, "FP32", (1, 1, b, h), transform=False)
+        assert z.lstm(*_lstm_inputs(x[:k + 1], W, B, R, b, h), z.FWD, None,
+                      make_zt(z.ZDNN_4DS, "FP32", (1, 1, b, h), transform=False), cf_k) == S.ZDNN_OK
+        if k >= ts - 3:
+            slot, _ = _wa_part(wa, n_fused + n_bias + (k % 2) * slot_bytes, (1, 1, b, h))
+            np.testing.assert_array_equal(slot, read_values(cf_k))
+
+
+def test_gru_final_only_keeps_its_hidden_states_in_the_work_area():
+    rng = np.random.default_rng(4)
+    ts, b, f, h = 4, 2, 3, 5
+    rt = z.RNN_TYPE_GRU
+    x = rng.normal(size=(ts, b, f)).astype(np.float32)
+    W = [rng.normal(size=(1, f, h)).astype(np.float32) for _ in range(3)]
+    R = [rng.normal(size=(1, h, h)).astype(np.float32) * 0.5 for _ in range(3)]
+    B = [rng.normal(size=(1, h)).astype(np.float32) for _ in range(3)]
+    args = (make_zt(z.ZDNN_3DS, "FP32", (ts, b, f), x),
+            make_zt(z.ZDNN_3DS, "FP32", (1, b, h), np.zeros((1, b, h), np.float32)),
+            make_zt(z.ZDNN_3DS, "FP32", (1, f, h), *W, concat=rt | z.USAGE_WEIGHTS),
+            make_zt(z.ZDNN_2DS, "FP32", (1, h), *B, concat=rt | z.USAGE_BIASES),
+            make_zt(z.ZDNN_3DS, "FP32", (1, h, h), *R, concat=rt | z.USAGE_HIDDEN_WEIGHTS),
+            make_zt(z.ZDNN_2DS, "FP32", (1, h), *B, concat=rt | z.USAGE_HIDDEN_BIASES))
+    all_steps = make_zt(z.ZDNN_4DS, "FP32", (ts, 1, b, h), transform=False)
+    assert z.gru(*args, z.BWD, None, all_steps) == S.ZDNN_OK
+    wa = z.malloc_aligned_4k(z.work_area_size("gru", ts, b, h))
+    assert z.gru(*args, z.BWD, wa, make_zt(z.ZDNN_4DS, "FP32", (1, 1, b, h), transform=False)) == S.ZDNN_OK
+    fused_n = z.getsize_ztensor(z.TensorDesc(dim4=ts, dim2=b, dim1=192))
+    bias_n = z.getsize_ztensor(z.TensorDesc(dim2=b, dim1=192))
+    slot_n = z.getsize_ztensor(z.TensorDesc(dim2=b, dim1=h))
+    hs = read_values(all_steps)[:, 0]
+    for k in (ts - 3, ts - 2):  # BWD processes t = ts-1 ... 0: step k is timestep ts-1-k
+        slot, _ = _wa_part(wa, fused_n + bias_n + (k % 2) * slot_n, (1, 1, b, h))
+        np.testing.assert_array_equal(slot[0, 0], hs[ts - 1 - k])
 
 
 # ---- C-like buffers ---------------------------------------------------------------------------------------------

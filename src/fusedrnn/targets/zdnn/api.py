@@ -22,8 +22,8 @@ A program written against libzdnn 1.2.0 ports line by line:
 * buffers are C's ``void *``: any C-contiguous buffer at least as large as needed (``bytearray``, ``memoryview``,
   ``bytes`` where only read, a NumPy array of any dtype and shape) serves as data, output buffer, stick buffer,
   save area or work area; :func:`malloc_aligned_4k` allocates as libzdnn's; ``init_ztensor`` keeps ``buffer`` and
-  ``buffer_size``; ``lstm``/``gru`` write the start of a caller's ``work_area`` (the FUSED input projections) as
-  zDNN does.
+  ``buffer_size``; ``lstm``/``gru`` write a caller's ``work_area`` as zDNN does (the input projections of every
+  step, the last step's hidden projection, the alternating per-step states; :func:`.rnn._write_work_area`).
 
 Where the zDNN API reference and libzdnn disagree, this module does what libzdnn does:
 

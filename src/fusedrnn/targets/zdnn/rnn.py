@@ -126,21 +126,51 @@ def _work_area(work_area, kind, ts, b, h, D, where):
     return None
 
 
-def _write_fused(work_area, kind, x, weights, biases, ts, b, h, D) -> None:
-    """zDNN's first use of the work area: per direction, at the start of that direction's part, the FUSED ztensor
-    (ts, 1, b, G*PADDED(h)) = input @ weights + biases (NNPA_MATMUL_OP_BCAST23: float64 sums, one DLFLOAT16
-    rounding), stickified. The rest of the area (BIAS_ADD and the alternating state slots) is left as found."""
+def _write_work_area(work_area, kind, x, hs, cs, weights, biases, hidden_weights, hidden_biases, canon, Y,
+                     reverse, ts, b, h, D, hn_all) -> None:
+    """What zDNN's aiu_lstm_gru leaves in a caller's work area, per direction at d * (its size / directions):
+
+    FUSED (ts, 1, b, G*PADDED(h)) = input @ weights + biases for every timestep (NNPA_MATMUL_OP_BCAST23);
+    BIAS_ADD (1, 1, b, G*PADDED(h)) = h_prev @ hidden_weights + hidden_biases of the last step processed
+    (NNPA_MATMUL_OP; h_prev is h0 for one timestep); then two alternating (1, 1, b, h) slots holding the output
+    of every step but the last (LSTM: its cell state; GRU: its hidden state when hn_output keeps only the final
+    step, otherwise unused): step k (in processing order) writes slot k % 2. Each matmul: float64 sums, one
+    DLFLOAT16 rounding; the cell states are the engine's, re-run on the processed prefix."""
     wa = byte_view(work_area)
     in_pad = int(weights.transformed_desc.dim1)
     dir_size = work_area_size(kind, ts, b, h, False)
-    Wt = read_values(weights)[:, 0].astype(np.float64)  # (D, f, in_pad)
-    bt = read_values(biases)[:, 0, 0].astype(np.float64)  # (D, in_pad)
-    desc = TensorDesc(DataLayout.ZDNN_NHWC, 0, 0, ts, 1, b, in_pad)
-    n = getsize_ztensor(desc)
-    for d in range(D):
-        fused = ZTensor(transformed_desc=desc, buffer=wa[d * dir_size:d * dir_size + n], buffer_size=n)
+
+    def put(offset, dims, values):
+        desc = TensorDesc(DataLayout.ZDNN_NHWC, 0, 0, *dims)
+        n = getsize_ztensor(desc)
+        zt = ZTensor(transformed_desc=desc, buffer=wa[offset:offset + n], buffer_size=n)
         with np.errstate(all="ignore"):
-            write_values(fused, (x.astype(np.float64) @ Wt[d] + bt[d])[:, None])
+            write_values(zt, np.asarray(values, np.float64).reshape(dims))
+        return n
+
+    Wt, bt = read_values(weights)[:, 0].astype(np.float64), read_values(biases)[:, 0, 0].astype(np.float64)
+    Rt, rbt = read_values(hidden_weights)[:, 0].astype(np.float64), read_values(hidden_biases)[:, 0, 0]
+    W, R, bx, bh = canon
+    for d in range(D):
+        base = d * dir_size
+        n_fused = put(base, (ts, 1, b, in_pad), x.astype(np.float64) @ Wt[d] + bt[d])
+        order = list(range(ts))[::-1] if reverse[d] else list(range(ts))
+        h_prev = hs[d] if ts == 1 else Y[order[-2], d, :, :h]
+        n_bias = put(base + n_fused, (1, 1, b, in_pad), h_prev.astype(np.float64) @ Rt[d] + rbt[d])
+        slot0 = base + n_fused + n_bias
+        n_slot = getsize_ztensor(TensorDesc(dim4=1, dim3=1, dim2=b, dim1=h))
+        for k in range(max(0, ts - 3), ts - 1):
+            if kind == "lstm":
+                xs = x[ts - 1 - k:] if reverse[d] else x[:k + 1]
+                sl = slice(d, d + 1)
+                _, _, c = lstm_sequence(xs, W[sl], R[sl], bx[sl], bh[sl], hs[sl], cs[sl], reverse=(reverse[d],),
+                                        acts=[_LSTM_ACTS], policy=DLF16_OP_BOUNDARIES)
+                value = c[0]
+            elif not hn_all:
+                value = Y[order[k], d, :, :h]
+            else:
+                continue
+            put(slot0 + (k % 2) * n_slot, (1, 1, b, h), value)
 
 
 def _run(kind, input, h0, c0, weights, biases, hidden_weights, hidden_biases, direction, work_area, hn_output,
@@ -194,7 +224,9 @@ def _compute(kind, input, h0, c0, weights, biases, hidden_weights, hidden_biases
         Y, Yh = gru_sequence(x, W, R, bx, bh, hs, reverse=reverse, acts=[_GRU_ACTS] * D, linear_before_reset=True,
                              policy=DLF16_OP_BOUNDARIES)
     if work_area is not None:
-        _write_fused(work_area, kind, x, weights, biases, ts, b, h, D)
+        _write_work_area(work_area, kind, x, hs, cs if kind == "lstm" else None, weights, biases, hidden_weights,
+                         hidden_biases, (W, R, bx, bh), Y, reverse, ts, b, h, D,
+                         hn_output.transformed_desc.dim4 == ts)
     width = hn_output.transformed_desc.dim1
     hn = Y if hn_output.transformed_desc.dim4 == ts else Yh[None]
     flags = write_values(hn_output, _out_cells(hn, width))
@@ -212,8 +244,8 @@ def lstm(input: ZTensor, h0: ZTensor, c0: ZTensor, weights: ZTensor, biases: ZTe
          cf_output: ZTensor) -> Status:
     """``zdnn_lstm``: input (ts, b, f) 3DS, h0/c0 (dirs, b, h) 3DS, FICO-concatenated weights/biases; writes
     hn_output (ts or 1, dirs, b, h) 4DS and cf_output (1, dirs, b, h) 4DS. ``work_area``: None (allocated) or a
-    4 KiB-aligned writable buffer of at least :func:`work_area_size` bytes, written as zDNN writes its start
-    (:func:`_write_fused`)."""
+    4 KiB-aligned writable buffer of at least :func:`work_area_size` bytes, written as zDNN writes it
+    (:func:`_write_work_area`)."""
     return _run("lstm", input, h0, c0, weights, biases, hidden_weights, hidden_biases, direction, work_area,
                 hn_output, cf_output)
 

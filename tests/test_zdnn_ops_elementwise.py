@@ -168,10 +168,20 @@ def test_statuses(op):
 def test_buffer_state_and_precheck_off():
     a, out, bad_shape, _, _ = feature_tensors()
     fresh = zout(z.ZDNN_3DS, "FP32", (2, 3, 4))
-    assert ew.add(fresh, a, out) == S.ZDNN_INVALID_STATE  # input never transformed
+    # libzdnn's operations never check the state: an input never transformed is read as its (zeroed) buffer holds
+    assert ew.add(fresh, a, out) == S.ZDNN_OK
+    assert_exact(out, np.ones((2, 3, 4)))
     nobuf = zout(z.ZDNN_3DS, "FP32", (2, 3, 4))
     nobuf.buffer = None
     assert ew.add(a, a, nobuf) == S.ZDNN_INVALID_BUFFER
+    # the buffer is looked at where the NNPA touches it, after every libzdnn check: shape first, then the address
+    nobuf_bad = zout(z.ZDNN_3DS, "FP32", (2, 3, 5))
+    nobuf_bad.buffer = None
+    assert ew.add(a, a, nobuf_bad) == S.ZDNN_INVALID_SHAPE
+    raw = z.malloc_aligned_4k(2 * out.buffer_size)
+    off = zout(z.ZDNN_3DS, "FP32", (2, 3, 4))
+    off.buffer = raw[16:16 + off.buffer_size]
+    assert ew.add(a, a, off) == S.ZDNN_MISALIGNED_TENSOR and not raw.any()
     with z.settings.override(precheck=False):
         with pytest.raises(z.NNPAProgramException) as ei:
             ew.add(bad_shape, a, out)

@@ -12,6 +12,7 @@ from test_zdnn_oracle import make_zt
 import fusedrnn.zdnn as z
 from fusedrnn.errors import DTypeError, ShapeError
 from fusedrnn.targets.zdnn import ztensor as zmod
+from fusedrnn.targets.zdnn.transform import read_cells
 
 S = z.Status
 
@@ -47,8 +48,8 @@ def test_status_values_and_messages():
     assert S.ZDNN_ALLOCATION_FAILURE == 0x00100001 and S.ZDNN_UNSUPPORTED_AIU_EXCEPTION == 0x00100005
     assert S.ZDNN_UNSUPPORTED_PARMBLOCK == 0x000C0001 and S.ZDNN_UNSUPPORTED_FORMAT == 0x000C0010
     assert S.ZDNN_MISALIGNED_SAVEAREA == 0x000C0015 and S.ZDNN_FUNC_RC_F009 == 0x000CF009
-    assert z.get_status_message(0x00100003) == "Floating point data conversion failure."
-    assert z.get_status_message(S.ZDNN_FUNC_RC_F002) == "Function specific response code (F002)."
+    assert z.get_status_message(0x00100003) == "ZDNN_CONVERT_FAILURE: Floating point data conversion failure."
+    assert z.get_status_message(S.ZDNN_FUNC_RC_F002) == "ZDNN_FUNC_RC_F002: Function specific response code (F002)."
     assert z.get_status_message(0x12345) == "(Status string is not defined.)"
     assert all(z.get_status_message(s) != "(Status string is not defined.)" for s in S)
 
@@ -74,7 +75,11 @@ def test_generate_quantized_desc_statuses():
     tf = z.TensorDesc()
     pre = desc(z.ZDNN_2D, z.FP32, 4, 4)
     assert z.generate_quantized_transformed_desc(pre, 7, tf) == S.ZDNN_INVALID_TRANSFORM_TYPE
-    assert z.generate_quantized_transformed_desc(pre, z.QUANTIZED_WEIGHTS_INT8, tf) == S.ZDNN_INVALID_TYPE
+    # libzdnn accepts any of FP32/FP16/BFLOAT/INT8 for every transform type (the API reference: INT8 only here)
+    assert z.generate_quantized_transformed_desc(pre, z.QUANTIZED_WEIGHTS_INT8, tf) == S.ZDNN_OK
+    assert (tf.layout, tf.format, tf.type) == (z.ZDNN_NHWC, z.ZDNN_FORMAT_4DWEIGHTS, z.ZDNN_BINARY_INT8)
+    assert z.generate_quantized_transformed_desc(desc(z.ZDNN_2D, z.INT32, 4, 4), z.QUANTIZED_WEIGHTS_INT8, tf) \
+        == S.ZDNN_INVALID_TYPE
     assert z.generate_quantized_transformed_desc(desc(z.ZDNN_4DS, z.FP32, 1, 1, 2, 2), z.QUANTIZED_INT8,
                                                  tf) == S.ZDNN_INVALID_LAYOUT
     assert z.generate_quantized_transformed_desc(pre, z.QUANTIZED_INT8, tf) == S.ZDNN_OK
@@ -86,8 +91,14 @@ def test_generate_concatenated_desc_statuses():
     w = desc(z.ZDNN_3DS, z.FP32, 1, 5, 3)
     assert z.generate_transformed_desc_concatenated(w, (5 << 24) | z.USAGE_WEIGHTS, tf) \
         == S.ZDNN_INVALID_CONCAT_INFO
-    assert z.generate_transformed_desc_concatenated(w, z.RNN_TYPE_LSTM | (2 << 16), tf) \
+    # libzdnn reads any PREV_LAYER other than BIDIR as UNI; an unknown usage is INVALID_CONCAT_INFO
+    assert z.generate_transformed_desc_concatenated(w, z.RNN_TYPE_LSTM | (2 << 16), tf) == S.ZDNN_OK
+    assert z.generate_transformed_desc_concatenated(w, z.RNN_TYPE_LSTM | (4 << 8), tf) \
         == S.ZDNN_INVALID_CONCAT_INFO
+    # libzdnn's order: type before layout, layout before the RNN type
+    assert z.generate_transformed_desc_concatenated(desc(z.ZDNN_2DS, z.INT8, 5, 3), z.RNN_TYPE_LSTM, tf) \
+        == S.ZDNN_INVALID_TYPE
+    assert z.generate_transformed_desc_concatenated(w, (5 << 24) | z.USAGE_BIASES, tf) == S.ZDNN_INVALID_LAYOUT
     assert z.generate_transformed_desc_concatenated(w, z.RNN_TYPE_LSTM | z.USAGE_BIASES, tf) \
         == S.ZDNN_INVALID_LAYOUT
     assert z.generate_transformed_desc_concatenated(desc(z.ZDNN_3DS, z.INT8, 1, 5, 3), z.RNN_TYPE_LSTM, tf) \
@@ -231,8 +242,18 @@ def test_saturation_restrictions():
     z.init_ztensor_with_malloc(w, tf, zt)
     g = np.ones((1, 4, 3), np.float32)
     assert z.transform_ztensor_with_saturation(zt, g, g, g) == S.ZDNN_INVALID_LAYOUT
+    # libzdnn saturates HWCK (4DKERNEL) tensors too (the API reference names 4DFEATURE only)
     k = fresh(z.ZDNN_HWCK, z.FP32, 1, 1, 2, 2)
-    assert z.transform_ztensor_with_saturation(k, np.ones(4, np.float32)) == S.ZDNN_INVALID_FORMAT
+    k.is_transformed = False
+    assert z.transform_ztensor_with_saturation(k, np.array([1e38, -1e38, 1, 2], np.float32)) == S.ZDNN_OK
+    assert k.is_transformed
+    k2 = fresh(z.ZDNN_HWCK, z.FP32, 1, 1, 2, 2)
+    k2.is_transformed = False
+    assert z.transform_ztensor(k2, np.array([8573157376.0, -8573157376.0, 1, 2], np.float32)) == S.ZDNN_OK
+    assert np.array_equal(k.buffer, k2.buffer) and k.buffer[:2].tobytes() == bytes([0x7F, 0xFE])
+    k3 = fresh(z.ZDNN_HWCK, z.FP32, 1, 1, 2, 2)
+    k3.is_transformed = False
+    assert z.transform_ztensor(k3, np.array([1e38, 0, 1, 2], np.float32)) == S.ZDNN_CONVERT_FAILURE
 
 
 def test_origtensor_statuses():
@@ -319,7 +340,6 @@ def test_quantize_int8_values():
     x = np.array([[-300.0, -2.25, -0.75, 0.0], [0.74, 1.25, 2.5, 900.0]], np.float32)
     zt = _qzt(z.QUANTIZED_INT8, z.FP32, (2, 4), scale=0.5, offset=1.0)
     assert z.transform_quantized_ztensor(zt, False, -100, 100, x) == S.ZDNN_OK
-    from fusedrnn.targets.zdnn.transform import read_cells
 
     got = read_cells(zt)[0, 0]
     want = [[-100, -4, -1, 1], [2, 4, 6, 100]]  # x*2 + 1 = -599,-3.5,-0.5,1,2.48,3.5,6,1801
@@ -335,7 +355,6 @@ def test_quantize_int8_from_fp16_goes_through_dlfloat16():
     zt = z.ZTensor()
     assert z.init_quantized_ztensor_with_malloc(pre, tf, 2.0**-10, -1000.0, zt) == S.ZDNN_OK
     assert z.transform_quantized_ztensor(zt, False, -128, 127, x) == S.ZDNN_OK
-    from fusedrnn.targets.zdnn.transform import read_cells
 
     np.testing.assert_array_equal(read_cells(zt)[0, 0], [[28, 24]])  # exact widening would give 27
 
@@ -365,7 +384,17 @@ def test_reshape_statuses():
     assert z.reshape_ztensor(src, d) == S.ZDNN_INVALID_BUFFER
     k1 = make_zt(z.ZDNN_HWCK, "FP32", (1, 1, 2, 3), np.ones(6, np.float32))
     k2 = fresh(z.ZDNN_HWCK, z.FP32, 1, 1, 3, 2)
-    assert z.reshape_ztensor(k1, k2) == S.ZDNN_INVALID_FORMAT
+    assert z.reshape_ztensor(k1, k2) == S.ZDNN_INVALID_FORMAT  # dim1 changes: libzdnn's untransform path refuses
+    # libzdnn reshapes HWCK tensors whose dim1 stays (stick copies) and copies equal dims whole
+    kv = np.arange(6, dtype=np.float32)
+    k1 = make_zt(z.ZDNN_HWCK, "FP32", (1, 1, 2, 3), kv)
+    k3 = fresh(z.ZDNN_HWCK, z.FP32, 2, 1, 1, 3)
+    assert z.reshape_ztensor(k1, k3) == S.ZDNN_OK and k3.is_transformed
+    k4 = make_zt(z.ZDNN_HWCK, "FP32", (2, 1, 1, 3), kv)
+    assert np.array_equal(read_cells(k3), read_cells(k4))
+    k1.buffer[-1] = 0x5A  # a byte outside the cells: the whole image is copied when the dims are equal
+    k5 = fresh(z.ZDNN_HWCK, z.FP32, 1, 1, 2, 3)
+    assert z.reshape_ztensor(k1, k5) == S.ZDNN_OK and np.array_equal(k5.buffer, k1.buffer)
     bad = fresh(z.ZDNN_2D, z.FP32, 4, 6)
     x = np.ones((4, 6), np.float32)
     x[0, 0] = np.inf
@@ -379,15 +408,15 @@ def test_versions_and_machines():
     z.set_machine("telum1")
     assert z.get_max_runnable_version() == 0x000100FF
     assert z.is_version_runnable(0x00010000) and not z.is_version_runnable(0x00010100)
-    assert not z.is_nnpa_parmblk_fmt_installed(z.NNPA_PARMBLKFORMAT_1)
-    assert not z.is_nnpa_function_installed(z.NNPA_MATMUL_OP_BCAST1)
+    assert not z.is_nnpa_parmblk_fmt_installed(1, z.NNPA_PARMBLKFORMAT_1)
+    assert not z.is_nnpa_function_installed(1, z.NNPA_MATMUL_OP_BCAST1)
     assert not z.is_nnpa_datatype_installed(z.QUERY_DATATYPE_BINARY_INT8)
     assert not z.is_nnpa_layout_fmt_installed(z.QUERY_LAYOUTFMT_4DWEIGHTS)
     z.set_machine("telum2")
     assert z.get_max_runnable_version() == 0x000102FF and z.is_version_runnable(0x00010100)
     assert not z.is_version_runnable(0x00010300)
-    assert z.is_nnpa_installed() and z.is_nnpa_function_installed() and z.is_nnpa_parmblk_fmt_installed(0, 1)
-    assert z.is_nnpa_function_installed(z.NNPA_LSTMACT, z.NNPA_GRUACT, z.NNPA_TRANSFORM)
+    assert z.is_nnpa_installed() and z.is_nnpa_function_installed(0) and z.is_nnpa_parmblk_fmt_installed(2, 0, 1)
+    assert z.is_nnpa_function_installed(3, z.NNPA_LSTMACT, z.NNPA_GRUACT, z.NNPA_TRANSFORM)
     assert z.is_nnpa_datatype_installed(z.QUERY_DATATYPE_INTERNAL1 | z.QUERY_DATATYPE_BINARY_INT8)
     assert z.is_nnpa_conversion_installed(z.NNPA_DATATYPE_1, z.QUERY_BFPFMT_TINY | z.QUERY_BFPFMT_SHORT)
     assert z.refresh_nnpa_query_result() == S.ZDNN_OK

@@ -4,6 +4,43 @@ C out-parameters become Python values: descriptor/ztensor structs are filled in 
 (``generate_transformed_desc(pre, tfrmd)``), scalar outputs are returned (``getrange_ztensor(zt) ->
 (status, min, max)``, ``get_max_limit(t, pre) -> (status, value)``), and ``transform_origtensor(zt, out)``
 writes the NumPy array ``out``. Functions that return ``zdnn_status`` in C return a :class:`Status`.
+
+A program written against libzdnn 1.2.0 ports line by line:
+
+* checks run in libzdnn's order and give its statuses: the operations' verifiers (``verify_*`` of libzdnn's
+  tensor_verify.c: shapes, then types and formats; lstm/gru as ``verify_zdnn_lstm_or_gru_tensors``), then the
+  NNPA; no operation checks that an input was transformed (not even ``quantized_matmul_op``: the INVALID_STATE in
+  libzdnn's aiu_quantized_matmul.c is ``getrange_ztensor``'s), and a ztensor's buffer is met where the NNPA reads
+  it, after every check (MISALIGNED_TENSOR off a 4 KiB boundary,
+  INVALID_BUFFER where C would read or write outside the buffer: the emulator refuses instead);
+* ``get_status_message`` returns libzdnn's strings (``"ZDNN_INVALID_SHAPE: Invalid shape in ..."``),
+  ``get_library_version_str()`` returns ``ZDNN_VERSION``;
+* ``is_nnpa_function_installed(count, ...)`` and ``is_nnpa_parmblk_fmt_installed(count, ...)`` take the count
+  first (a count that disagrees with the codes given raises :class:`~fusedrnn.errors.AttributeValueError`);
+* every name of zdnn.h exists with its value (the ``NNPA_*`` hardware enums, ``ZDNN_WARNING`` ... ``ZDNN_HW_ERROR``,
+  the save-area sizes, ``BITSHIFT_*``, ``CONCAT_*`` and ``MSB_BITMASK`` as functions);
+* buffers are C's ``void *``: any C-contiguous buffer at least as large as needed (``bytearray``, ``memoryview``,
+  ``bytes`` where only read, a NumPy array of any dtype and shape) serves as data, output buffer, stick buffer,
+  save area or work area; :func:`malloc_aligned_4k` allocates as libzdnn's; ``init_ztensor`` keeps ``buffer`` and
+  ``buffer_size``; ``lstm``/``gru`` write a caller's ``work_area`` as zDNN does (the input projections of every
+  step, the last step's hidden projection, the alternating per-step states; :func:`.rnn._write_work_area`).
+
+Where the zDNN API reference and libzdnn disagree, this module does what libzdnn does:
+
+* ``generate_transformed_desc_concatenated`` checks the type first, then an odd dim2 of PREV_LAYER_BIDIR weights,
+  then the usage with its layout, then the RNN type (the reference lists the layout first); a PREV_LAYER other
+  than BIDIR counts as UNI and the low byte is ignored; the dims are written before the RNN type is checked;
+* ``generate_quantized_transformed_desc`` accepts FP32, FP16, BFLOAT and INT8 for every transform type,
+  QUANTIZED_WEIGHTS_INT8 included (the reference: INT8 only); ``transform_quantized_ztensor`` then refuses float
+  data for 4DWEIGHTS with INVALID_TYPE, after its buffer and state checks;
+* ``transform_ztensor_with_saturation`` saturates HWCK (4DKERNEL) tensors too (the reference: 4DFEATURE);
+* ``reshape_ztensor`` reshapes HWCK tensors whose dim1 stays, copies equal dims as a whole image, and gives
+  INVALID_FORMAT when an HWCK tensor's dim1 changes (the reference: NHWC only);
+* a FICO/ZRH tensor whose pre-transformed dim2 (or hidden size) changed after its descriptor was generated is
+  transformed as libzdnn does it: each gate's slices as images of the pre-transformed dims, back to back (the
+  reference implies INVALID_SHAPE; the emulator gives INVALID_SHAPE only where libzdnn would write past the buffer);
+* ``lstm``/``gru`` check no layouts (an NHWC ztensor of the right dims serves as weights) and the direction only
+  after the tensors; operations return neither INVALID_STATE nor an early INVALID_BUFFER.
 """
 
 from __future__ import annotations
@@ -97,12 +134,15 @@ from .transform import (
 from .ztensor import (
     ZTensor,
     allochelper_ztensor,
+    byte_view,
+    free_aligned_4k,
     free_ztensor_buffer,
     init_quantized_ztensor,
     init_quantized_ztensor_with_malloc,
     init_ztensor,
     init_ztensor_with_malloc,
     is_quantized_ztensor,
+    malloc_aligned_4k,
     reset_ztensor,
 )
 
@@ -128,7 +168,7 @@ __all__ = [
     "init_pre_transformed_desc", "generate_transformed_desc", "generate_quantized_transformed_desc",
     "generate_transformed_desc_concatenated", "init_ztensor", "init_ztensor_with_malloc", "init_quantized_ztensor",
     "init_quantized_ztensor_with_malloc", "is_quantized_ztensor", "reset_ztensor", "allochelper_ztensor",
-    "free_ztensor_buffer", "reshape_ztensor",
+    "free_ztensor_buffer", "reshape_ztensor", "malloc_aligned_4k", "free_aligned_4k", "byte_view",
     # transforms
     "transform_ztensor", "transform_ztensor_with_saturation", "transform_quantized_ztensor", "transform_origtensor",
     # operations

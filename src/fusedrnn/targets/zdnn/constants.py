@@ -40,8 +40,23 @@ ParmBlkFormat = c_enum("ParmBlkFormat", "``nnpa_parmblk_format``.", __name__,
 NNPADataType = c_enum("NNPADataType", "``nnpa_data_type``.", __name__, {
     "NNPA_DATATYPE_1": 0, "NNPA_32_BIT_BINARY_FP_SHORT": 6, "NNPA_8_BIT_BINARY_INT": 8,
     "NNPA_32_BIT_BINARY_INT": 10})
+NNPALayoutFormat = c_enum("NNPALayoutFormat", "``nnpa_layout_format``.", __name__, {
+    "NNPA_LAYOUTFMT_4DFEATURE": 0, "NNPA_LAYOUTFMT_4DKERNEL": 1, "NNPA_LAYOUTFMT_4DWEIGHTS": 2,
+    "NNPA_LAYOUTFMT_4DGENERIC": 31})
+NNPABfpFormat = c_enum("NNPABfpFormat", "``nnpa_bfp_format``.", __name__, {"NNPA_BFPFMT_TINY": 1,
+                                                                           "NNPA_BFPFMT_SHORT": 2})
+_NNPA_MATMUL = "ADDITION COMP_HIGH COMP_NOT_LOW COMP_EQUAL COMP_NOT_EQUAL COMP_NOT_HIGH COMP_LOW".split()
+NNPAMatmulOp = c_enum("NNPAMatmulOp", "``nnpa_matmul_operations`` (the hardware's names of :class:`MatmulOp`).",
+                      __name__, " ".join(f"NNPA_MATMUL_OP_{op}" for op in _NNPA_MATMUL))
+NNPAMatmulBcastOp = c_enum("NNPAMatmulBcastOp", "``nnpa_matmul_bcast_operations``.", __name__,
+                           " ".join(f"NNPA_MATMUL_BCAST_OP_{op}" for op in _NNPA_MATMUL))
+NNPASoftmaxAct = c_enum("NNPASoftmaxAct", "``nnpa_softmax_act``.", __name__, "NNPA_SOFTMAX_NONE NNPA_SOFTMAX_LOG")
+NNPAReduceOp = c_enum("NNPAReduceOp", "``nnpa_reduce_operations``.", __name__,
+                      "NNPA_REDUCE_OP_MINIMUM NNPA_REDUCE_OP_MINIMUM_IDX NNPA_REDUCE_OP_MAXIMUM "
+                      "NNPA_REDUCE_OP_MAXIMUM_IDX")
 C_ENUMS = (DataLayout, DataFormat, DataType, QuantizedTransformType, Direction, MatmulOp, MatmulBcastOp, NNPAFunction,
-           ParmBlkFormat, NNPADataType)
+           ParmBlkFormat, NNPADataType, NNPALayoutFormat, NNPABfpFormat, NNPAMatmulOp, NNPAMatmulBcastOp,
+           NNPASoftmaxAct, NNPAReduceOp)
 """zdnn.h's enums; their members are also constants of this module under their C names."""
 ENUM_CONSTANTS = export_members(globals(), *C_ENUMS)
 
@@ -62,28 +77,51 @@ QUERY_LAYOUTFMT_4DGENERIC = _msb(32, 31)
 QUERY_BFPFMT_TINY = _msb(16, 1)
 QUERY_BFPFMT_SHORT = _msb(16, 2)
 
+# zdnn_status classes (the status values are these plus a code)
+ZDNN_WARNING = 0x00020000
+ZDNN_PARAMETER_ERROR = 0x00040000
+ZDNN_DATA_ERROR = 0x00100000
+ZDNN_HW_ERROR = 0x000C0000
+
+ZDNN_SOFTMAX_SAVEAREA_SIZE = 8 * 1024
+ZDNN_8K_SAVEAREA_SIZE = 8 * 1024
+
 # zdnn_concat_info: [RNN_TYPE: 8][PREV_LAYER: 8][USAGE: 8][8]
-RNN_TYPE_LSTM = 0 << 24
-RNN_TYPE_GRU = 1 << 24
-PREV_LAYER_UNI = 0 << 16
+BITSHIFT_RNN_TYPE = 24
+BITSHIFT_PREV_LAYER = 16
+BITSHIFT_USAGE = 8
+RNN_TYPE_LSTM = 0 << BITSHIFT_RNN_TYPE
+RNN_TYPE_GRU = 1 << BITSHIFT_RNN_TYPE
+PREV_LAYER_UNI = 0 << BITSHIFT_PREV_LAYER
 PREV_LAYER_NONE = PREV_LAYER_UNI
-PREV_LAYER_BIDIR = 1 << 16
-USAGE_WEIGHTS = 0 << 8
-USAGE_HIDDEN_WEIGHTS = 1 << 8
-USAGE_BIASES = 2 << 8
-USAGE_HIDDEN_BIASES = 3 << 8
+PREV_LAYER_BIDIR = 1 << BITSHIFT_PREV_LAYER
+USAGE_WEIGHTS = 0 << BITSHIFT_USAGE
+USAGE_HIDDEN_WEIGHTS = 1 << BITSHIFT_USAGE
+USAGE_BIASES = 2 << BITSHIFT_USAGE
+USAGE_HIDDEN_BIASES = 3 << BITSHIFT_USAGE
 
 
-def concat_rnn_type(info: int) -> int:
-    return info & (0xFF << 24)
+def CONCAT_RNN_TYPE(info: int) -> int:  # noqa: N802 - zdnn.h's macro
+    """``CONCAT_RNN_TYPE(info)``: the RNN_TYPE_* field of a concat info."""
+    return int(info) & (0xFF << BITSHIFT_RNN_TYPE)
 
 
-def concat_prev_layer(info: int) -> int:
-    return info & (0xFF << 16)
+def CONCAT_PREV_LAYER(info: int) -> int:  # noqa: N802 - zdnn.h's macro
+    """``CONCAT_PREV_LAYER(info)``: the PREV_LAYER_* field of a concat info."""
+    return int(info) & (0xFF << BITSHIFT_PREV_LAYER)
 
 
-def concat_usage(info: int) -> int:
-    return info & (0xFF << 8)
+def CONCAT_USAGE(info: int) -> int:  # noqa: N802 - zdnn.h's macro
+    """``CONCAT_USAGE(info)``: the USAGE_* field of a concat info."""
+    return int(info) & (0xFF << BITSHIFT_USAGE)
+
+
+def MSB_BITMASK(field_size: int, pos: int) -> int:  # noqa: N802 - zdnn.h's macro
+    """``MSB_BITMASK(field_size, pos)``: bit ``pos`` counted from the left of a ``field_size``-bit field."""
+    return 1 << ((int(field_size) - 1) - int(pos))
+
+
+concat_rnn_type, concat_prev_layer, concat_usage = CONCAT_RNN_TYPE, CONCAT_PREV_LAYER, CONCAT_USAGE
 
 
 ZDNN_VERSION = "1.2.0"
@@ -103,7 +141,11 @@ GATES = {DataLayout.ZDNN_FICO: 4, DataLayout.ZDNN_BIDIR_FICO: 4, DataLayout.ZDNN
 
 __all__ = [
     "DataLayout", "DataFormat", "DataType", "QuantizedTransformType", "Direction", "MatmulOp", "MatmulBcastOp",
-    "NNPAFunction", "ParmBlkFormat", "NNPADataType", "CONCAT_LAYOUTS", "RNN_TYPE_LSTM", "RNN_TYPE_GRU",
+    "NNPAFunction", "ParmBlkFormat", "NNPADataType", "NNPALayoutFormat", "NNPABfpFormat", "NNPAMatmulOp",
+    "NNPAMatmulBcastOp", "NNPASoftmaxAct", "NNPAReduceOp", "CONCAT_LAYOUTS", "ZDNN_WARNING", "ZDNN_PARAMETER_ERROR",
+    "ZDNN_DATA_ERROR", "ZDNN_HW_ERROR", "ZDNN_SOFTMAX_SAVEAREA_SIZE", "ZDNN_8K_SAVEAREA_SIZE", "BITSHIFT_RNN_TYPE",
+    "BITSHIFT_PREV_LAYER", "BITSHIFT_USAGE", "CONCAT_RNN_TYPE", "CONCAT_PREV_LAYER", "CONCAT_USAGE", "MSB_BITMASK",
+    "RNN_TYPE_LSTM", "RNN_TYPE_GRU",
     "PREV_LAYER_UNI", "PREV_LAYER_NONE", "PREV_LAYER_BIDIR", "USAGE_WEIGHTS", "USAGE_HIDDEN_WEIGHTS", "USAGE_BIASES",
     "USAGE_HIDDEN_BIASES", "ZDNN_VERSION", "ZDNN_VERNUM", "ZDNN_VER_MAJOR", "ZDNN_VER_MINOR", "ZDNN_VER_PATCH",
     "QUERY_DATATYPE_INTERNAL1", "QUERY_DATATYPE_BINARY_FP32", "QUERY_DATATYPE_BINARY_INT8",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...cells.kinds import GATE_COUNT
 from ...errors import ShapeError
 from . import machine as _m
 from .constants import (
@@ -16,7 +15,6 @@ from .constants import (
     GATES,
     PRE_LAYOUT_NDIMS,
     PREV_LAYER_BIDIR,
-    PREV_LAYER_UNI,
     RNN_TYPE_GRU,
     RNN_TYPE_LSTM,
     USAGE_BIASES,
@@ -157,17 +155,23 @@ QUANTIZED_PRE_TYPES = {
 
 def generate_quantized_transformed_desc(pre_tfrmd_desc: TensorDesc, transform_type: int,
                                         tfrmd_desc: TensorDesc) -> Status:
-    """Fill ``tfrmd_desc`` for a quantized ztensor (layout NHWC; 4DWEIGHTS for QUANTIZED_WEIGHTS_INT8)."""
+    """Fill ``tfrmd_desc`` for a quantized ztensor (layout NHWC; 4DWEIGHTS for QUANTIZED_WEIGHTS_INT8), checking
+    as libzdnn does: the pre-transformed layout (INVALID_LAYOUT; the dims are written once it passes), the type
+    among FP32, FP16, BFLOAT, INT8 whatever the transform type (INVALID_TYPE), then the transform type
+    (INVALID_TRANSFORM_TYPE). The API reference pairs each transform type with its own pre-transformed types
+    (QUANTIZED_WEIGHTS_INT8 with INT8 only); libzdnn does not, and neither does this function."""
     where = "generate_quantized_transformed_desc"
     lay = _enum(DataLayout, pre_tfrmd_desc.layout)
     if lay not in QUANTIZED_PRE_LAYOUTS:
         return report(Status.ZDNN_INVALID_LAYOUT, where)
+    tfrmd_desc.dim4, tfrmd_desc.dim3, tfrmd_desc.dim2, tfrmd_desc.dim1 = transformed_dims(pre_tfrmd_desc)
+    if _enum(DataType, pre_tfrmd_desc.type) not in (T.FP32, T.FP16, T.BFLOAT, T.INT8):
+        return report(Status.ZDNN_INVALID_TYPE, where)
+    tfrmd_desc.layout = L.ZDNN_NHWC
     qt = _enum(QuantizedTransformType, transform_type)
     if qt is None:
         return report(Status.ZDNN_INVALID_TRANSFORM_TYPE, where)
-    pre_types, out_type, fmt = QUANTIZED_PRE_TYPES[qt]
-    if _enum(DataType, pre_tfrmd_desc.type) not in pre_types:
-        return report(Status.ZDNN_INVALID_TYPE, where)
+    _, out_type, fmt = QUANTIZED_PRE_TYPES[qt]
     _set(tfrmd_desc, L.ZDNN_NHWC, fmt, out_type, transformed_dims(pre_tfrmd_desc))
     return report(Status.ZDNN_OK, where)
 
@@ -176,10 +180,9 @@ _USAGES = (USAGE_WEIGHTS, USAGE_HIDDEN_WEIGHTS, USAGE_BIASES, USAGE_HIDDEN_BIASE
 
 
 def concat_info_valid(info: int) -> bool:
+    """The concat info's RNN type and usage are known (all libzdnn looks at; PREV_LAYER is BIDIR or not)."""
     info = int(info)
-    return (concat_rnn_type(info) in (RNN_TYPE_LSTM, RNN_TYPE_GRU)
-            and concat_prev_layer(info) in (PREV_LAYER_UNI, PREV_LAYER_BIDIR)
-            and concat_usage(info) in _USAGES and (info & 0xFF) == 0)
+    return concat_rnn_type(info) in (RNN_TYPE_LSTM, RNN_TYPE_GRU) and concat_usage(info) in _USAGES
 
 
 def generate_transformed_desc_concatenated(pre_tfrmd_desc: TensorDesc, info: int,
@@ -189,33 +192,47 @@ def generate_transformed_desc_concatenated(pre_tfrmd_desc: TensorDesc, info: int
     The pre-transformed descriptor is one gate: weights 3DS (dirs, rows, h), biases 2DS (dirs, h). Result: 4DFEATURE
     (dirs, 1, rows', G*PADDED(h)) [biases (dirs, 1, 1, G*PADDED(h))], rows' = 2*PADDED(rows/2) for
     USAGE_WEIGHTS|PREV_LAYER_BIDIR (layout BIDIR_FICO / BIDIR_ZRH), else rows (FICO / ZRH).
+
+    Checked in libzdnn's order (the API reference lists the layout first): the type (FP32, FP16, BFLOAT; else
+    INVALID_TYPE), an odd dim2 of PREV_LAYER_BIDIR weights (INVALID_SHAPE), the usage with its layout (2DS for
+    biases, 3DS for weights: INVALID_LAYOUT; another usage: INVALID_CONCAT_INFO; the dims are written once this
+    passes), then the RNN type (INVALID_CONCAT_INFO). A PREV_LAYER other than BIDIR counts as UNI and the low byte
+    is ignored, as in libzdnn.
     """
     where = "generate_transformed_desc_concatenated"
-    if not concat_info_valid(info):
-        return report(Status.ZDNN_INVALID_CONCAT_INFO, where)
-    usage = concat_usage(info)
-    lay = _enum(DataLayout, pre_tfrmd_desc.layout)
-    weights = usage in (USAGE_WEIGHTS, USAGE_HIDDEN_WEIGHTS)
-    if lay != (L.ZDNN_3DS if weights else L.ZDNN_2DS):
-        return report(Status.ZDNN_INVALID_LAYOUT, where)
+    info = int(info)
     if _enum(DataType, pre_tfrmd_desc.type) not in (T.FP32, T.FP16, T.BFLOAT):
         return report(Status.ZDNN_INVALID_TYPE, where)
-    gru = concat_rnn_type(info) == RNN_TYPE_GRU
-    G = GATE_COUNT["gru" if gru else "lstm"]
+    usage, rnn = concat_usage(info), concat_rnn_type(info)
     bidir_w = usage == USAGE_WEIGHTS and concat_prev_layer(info) == PREV_LAYER_BIDIR
-    if weights:
-        dirs, rows, h = pre_tfrmd_desc.dim3, pre_tfrmd_desc.dim2, pre_tfrmd_desc.dim1
-        if bidir_w:
-            if rows % 2:
-                return report(Status.ZDNN_INVALID_SHAPE, where, "PREV_LAYER_BIDIR weights need an even dim2")
-            rows = 2 * padded(rows // 2)
+    if bidir_w and int(pre_tfrmd_desc.dim2) & 1:
+        return report(Status.ZDNN_INVALID_SHAPE, where, "PREV_LAYER_BIDIR weights need an even dim2")
+    G = {RNN_TYPE_LSTM: 4, RNN_TYPE_GRU: 3}.get(rnn)
+    lay = _enum(DataLayout, pre_tfrmd_desc.layout)
+
+    def dim1(h: int) -> int:  # libzdnn's get_rnn_concatenated_dim1: h itself for an unknown RNN type
+        return G * padded(h) if G else int(h)
+
+    if usage in (USAGE_BIASES, USAGE_HIDDEN_BIASES):
+        if lay != L.ZDNN_2DS:
+            return report(Status.ZDNN_INVALID_LAYOUT, where)
+        dims = (pre_tfrmd_desc.dim2, 1, 1, dim1(pre_tfrmd_desc.dim1))
+    elif usage in (USAGE_WEIGHTS, USAGE_HIDDEN_WEIGHTS):
+        if lay != L.ZDNN_3DS:
+            return report(Status.ZDNN_INVALID_LAYOUT, where)
+        rows = 2 * padded(int(pre_tfrmd_desc.dim2) // 2) if bidir_w else pre_tfrmd_desc.dim2
+        dims = (pre_tfrmd_desc.dim3, 1, rows, dim1(pre_tfrmd_desc.dim1))
     else:
-        dirs, rows, h = pre_tfrmd_desc.dim2, 1, pre_tfrmd_desc.dim1
+        return report(Status.ZDNN_INVALID_CONCAT_INFO, where)
+    tfrmd_desc.dim4, tfrmd_desc.dim3, tfrmd_desc.dim2, tfrmd_desc.dim1 = (int(v) for v in dims)
+    if G is None:
+        return report(Status.ZDNN_INVALID_CONCAT_INFO, where)
+    gru = rnn == RNN_TYPE_GRU
     if bidir_w:
         layout = L.ZDNN_BIDIR_ZRH if gru else L.ZDNN_BIDIR_FICO
     else:
         layout = L.ZDNN_ZRH if gru else L.ZDNN_FICO
-    _set(tfrmd_desc, layout, F.ZDNN_FORMAT_4DFEATURE, T.ZDNN_DLFLOAT16, (dirs, 1, rows, G * padded(h)))
+    _set(tfrmd_desc, layout, F.ZDNN_FORMAT_4DFEATURE, T.ZDNN_DLFLOAT16, dims)
     return report(Status.ZDNN_OK, where)
 
 

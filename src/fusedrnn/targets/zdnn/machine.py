@@ -9,6 +9,7 @@ tensor size); the per-machine function/format lists follow the zDNN API referenc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 from ...errors import AttributeValueError
 from .constants import (
@@ -23,6 +24,7 @@ from .constants import (
     QUERY_LAYOUTFMT_4DKERNEL,
     QUERY_LAYOUTFMT_4DWEIGHTS,
     ZDNN_VERNUM,
+    ZDNN_VERSION,
     NNPADataType,
     NNPAFunction,
 )
@@ -85,13 +87,35 @@ def is_nnpa_installed() -> bool:
     return bool(machine().functions)
 
 
-def is_nnpa_function_installed(*functions: int) -> bool:
-    """True when every listed NNPA function code is installed (True for none)."""
-    return all(int(f) in {int(x) for x in machine().functions} for f in functions)
+def _counted(name: str, count: int, codes: tuple) -> tuple:
+    """C's ``(int count, ...)``: exactly ``count`` codes follow (C reads garbage past the arguments given; here a
+    mismatch is an error naming ``count``, so a call that leaves the count out fails loudly)."""
+    if isinstance(count, bool) or not isinstance(count, (int, IntEnum)) or int(count) != len(codes):
+        raise AttributeValueError(f"{name}: count: expected the number of codes that follow ({len(codes)}), got "
+                                  f"{count!r}; call it as in C: {name}(2, NNPA_ADD, NNPA_SUB)")
+    return codes
 
 
-def is_nnpa_parmblk_fmt_installed(*formats: int) -> bool:
-    return all(int(f) in machine().parmblk_formats for f in formats)
+def functions_installed(*functions: int) -> bool:
+    """True when every listed NNPA function code is installed (True for none); the library's own check."""
+    installed = {int(x) for x in machine().functions}
+    return all(0 <= int(f) < 256 and int(f) in installed for f in functions)
+
+
+def parmblk_fmts_installed(*formats: int) -> bool:
+    return all(0 <= int(f) < 128 and int(f) in machine().parmblk_formats for f in formats)
+
+
+def is_nnpa_function_installed(count: int, *functions: int) -> bool:
+    """``zdnn_is_nnpa_function_installed(count, ...)``: True when all ``count`` function codes that follow are
+    installed (codes of 256 and above are not), as libzdnn's query.c."""
+    return functions_installed(*_counted("is_nnpa_function_installed", count, functions))
+
+
+def is_nnpa_parmblk_fmt_installed(count: int, *formats: int) -> bool:
+    """``zdnn_is_nnpa_parmblk_fmt_installed(count, ...)``: True when all ``count`` parameter-block formats that
+    follow are installed."""
+    return parmblk_fmts_installed(*_counted("is_nnpa_parmblk_fmt_installed", count, formats))
 
 
 def is_nnpa_datatype_installed(types_bitmask: int) -> bool:
@@ -132,7 +156,8 @@ def get_library_version() -> int:
 
 
 def get_library_version_str() -> str:
-    return "1.2.0 (fusedrnn emulator)"
+    """``ZDNN_VERSION``, as libzdnn returns it."""
+    return ZDNN_VERSION
 
 
 def get_max_runnable_version() -> int:

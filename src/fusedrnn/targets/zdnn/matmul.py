@@ -11,6 +11,7 @@ import numpy as np
 
 from . import machine as _m
 from .constants import MatmulOp, NNPAFunction
+from .ops_support import require_desc
 from .status import Status
 from .transform import read_values, write_values
 from .verify import OpStatus, check_feature, op_result, require, require_ztensors
@@ -35,23 +36,32 @@ def matmul_function(a_dim4: int, b_dim4: int) -> NNPAFunction:
     return NNPAFunction.NNPA_MATMUL_OP
 
 
-def check_matmul_shapes(a, b, c, out, transpose_a=False, transpose_b=False):
-    """Validate the four transformed descriptors; returns (function code, m, n, p)."""
-    sa, _, ra, ca = a.transformed_desc.dims
-    sb, _, rb, cb = b.transformed_desc.dims
-    sc, _, c2, p = c.transformed_desc.dims
-    so, _, mo, po = out.transformed_desc.dims
-    require(all(t.transformed_desc.dim3 == 1 for t in (a, b, c, out)) and c2 == 1)
-    m, n = (ca, ra) if transpose_a else (ra, ca)
-    nb, pb = (cb, rb) if transpose_b else (rb, cb)
-    require(n == nb and p == pb and mo == m and po == p)
-    fn = matmul_function(sa, sb)
+def _dims(zt: ZTensor) -> tuple[int, int, int, int]:
+    return tuple(int(v) for v in zt.transformed_desc.dims)
+
+
+def check_matmul_shapes(a, b, c, out, transpose_a=False, transpose_b=False, fn=None):
+    """libzdnn's ``verify_matmul_op_common`` shape checks, in its order (INVALID_SHAPE): the stacks (dim4) for the
+    function code (``fn``, else chosen from the stacks), every dim3 = 1, c's dim2 = 1, then output rows, the inner
+    dimension and the columns of b, c and output, transposes applied. Returns (function code, m, n, p)."""
+    sa, _, ra, ca = _dims(a)
+    sb, _, rb, cb = _dims(b)
+    fn = matmul_function(sa, sb) if fn is None else fn
     if fn == NNPAFunction.NNPA_MATMUL_OP:
-        require(sa == sb == sc == so)
+        require(_dims(b)[0] == _dims(c)[0] == _dims(out)[0] == sa)
     elif fn == NNPAFunction.NNPA_MATMUL_OP_BCAST23:
-        require(sc == 1 and so == sa)
+        require(_dims(out)[0] == sa)
+        require(sb == 1 and _dims(c)[0] == 1)
     else:
-        require(sc == sb and so == sb)
+        require(sa == 1)
+        require(_dims(c)[0] == _dims(out)[0] == sb)
+    require(all(_dims(t)[1] == 1 for t in (a, b, c, out)))
+    require(_dims(c)[2] == 1)
+    m, n = (ca, ra) if transpose_a else (ra, ca)
+    nb, p = (cb, rb) if transpose_b else (rb, cb)
+    require(_dims(out)[2] == m)
+    require(nb == n)
+    require(_dims(c)[3] == p and _dims(out)[3] == p)
     return fn, m, n, p
 
 
@@ -74,29 +84,43 @@ def compute_matmul(a: ZTensor, b: ZTensor, c: ZTensor, op: int, out: ZTensor, tr
 
 
 def _matmul(where, a, b, c, op_type, out, transpose_a=False, transpose_b=False, kind="op") -> Status:
+    """libzdnn's sequence: the parameter-block format (matmul_op 0; transpose 1; bcast 0 for MATMUL_OP and
+    BCAST23 ADDITION, else 1; UNAVAILABLE_FUNCTION), the verifier (shapes, then every type and format as
+    input_a's, which must be DLFLOAT16 4DFEATURE), the NNPA function, the operation code (the NNPA's F000), then
+    the computation (buffers met there)."""
     require_ztensors(input_a=a, input_b=b, input_c=c, output=out)
+    try:
+        require_desc(a, b, c, out)
+    except OpStatus as e:
+        return op_result(e.status, where, hw_f001=kind != "op")
+    fn = NNPAFunction.NNPA_MATMUL_OP if kind == "op" else matmul_function(_dims(a)[0], _dims(b)[0])
+    if kind == "transpose":
+        parmblk = 1
+    elif kind == "bcast":
+        addition = int(op_type) == MatmulOp.MATMUL_OP_ADDITION
+        parmblk = 0 if fn == NNPAFunction.NNPA_MATMUL_OP or (fn == NNPAFunction.NNPA_MATMUL_OP_BCAST23
+                                                             and addition) else 1
+    else:
+        parmblk = 0
+    if not _m.parmblk_fmts_installed(parmblk):
+        return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
+    try:
+        check_matmul_shapes(a, b, c, out, transpose_a, transpose_b, fn)
+        check_feature(a)
+        for t in (b, c, out):
+            check_feature(t)
+    except OpStatus as e:
+        return op_result(e.status, where, hw_f001=kind != "op")
+    if not _m.functions_installed(fn):
+        return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
     try:
         op = MatmulOp(int(op_type))
     except ValueError:
         return op_result(Status.ZDNN_FUNC_RC_F000, where)
     try:
-        for t in (a, b, c):
-            check_feature(t)
-        check_feature(out, input_=False)
-        fn, *_ = check_matmul_shapes(a, b, c, out, transpose_a, transpose_b)
-        if kind == "op":
-            require(fn == NNPAFunction.NNPA_MATMUL_OP)
+        return op_result(compute_matmul(a, b, c, op, out, transpose_a, transpose_b), where)
     except OpStatus as e:
-        return op_result(e.status, where, hw_f001=kind != "op")
-    fmt1 = _m.is_nnpa_parmblk_fmt_installed(1)
-    if kind == "transpose" and not fmt1:
-        return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
-    if not fmt1 and (fn == NNPAFunction.NNPA_MATMUL_OP_BCAST1
-                     or (fn == NNPAFunction.NNPA_MATMUL_OP_BCAST23 and op != MatmulOp.MATMUL_OP_ADDITION)):
-        return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
-    if not _m.is_nnpa_function_installed(fn):
-        return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
-    return op_result(compute_matmul(a, b, c, op, out, transpose_a, transpose_b), where)
+        return op_result(e.status, where)
 
 
 def matmul_op(input_a: ZTensor, input_b: ZTensor, input_c: ZTensor, op_type: int, output: ZTensor) -> Status:

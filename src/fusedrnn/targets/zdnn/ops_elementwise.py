@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .constants import NNPAFunction
-from .ops_support import elementwise_op, is_ninf, param_code, param_value
+from .ops_support import elementwise_op, is_ninf, param_code, param_value, require_desc
 from .status import Status
 from .verify import OpStatus
 from .ztensor import ZTensor
@@ -81,9 +81,17 @@ def invsqrt(input: ZTensor, epsilon: float, output: ZTensor) -> Status:  # noqa:
         if is_ninf(code):
             raise OpStatus(Status.ZDNN_INVALID_EPSILON)
 
+    def verify_output_fields() -> None:  # libzdnn's verify_invsqrt_tensors: before the shapes
+        require_desc(input, output)
+        ti, to = input.transformed_desc, output.transformed_desc
+        if int(to.type) != int(ti.type):
+            raise OpStatus(Status.ZDNN_INVALID_TYPE)
+        if int(to.format) != int(ti.format):
+            raise OpStatus(Status.ZDNN_INVALID_FORMAT)
+
     eps = param_value(code)
     return elementwise_op("invsqrt", F.NNPA_INVSQRT, 1, lambda x: 1.0 / np.sqrt(x + eps), (input,), output,
-                          verify_epsilon)
+                          verify_epsilon, verify_output_fields)
 
 
 __all__ = ["add", "sub", "mul", "div", "min", "max", "log", "exp", "sqrt", "invsqrt"]

@@ -198,11 +198,13 @@ def reduce(input: ZTensor, save_area, op_type: int, output: ZTensor) -> Status: 
     op = int(op_type)
     idx_op = op in (ReduceOp.REDUCE_OP_MINIMUM_IDX, ReduceOp.REDUCE_OP_MAXIMUM_IDX)
 
-    def verify() -> None:
+    def verify() -> None:  # libzdnn's verify_reduce_tensors: shapes, output format, input type, output type
         require_desc(input, output)
         require(dims(output)[:3] == dims(input)[:3] and dims(output)[3] == 1)
-        check_feature(input)
         tf = output.transformed_desc
+        if int(tf.format) != int(input.transformed_desc.format):
+            raise OpStatus(Status.ZDNN_INVALID_FORMAT)
+        check_feature(input)
         if int(tf.type) not in (DataType.ZDNN_DLFLOAT16, DataType.ZDNN_BINARY_INT32):
             raise OpStatus(Status.ZDNN_INVALID_TYPE)
         if op in tuple(ReduceOp):

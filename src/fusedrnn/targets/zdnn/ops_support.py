@@ -3,7 +3,11 @@
 Every operation follows zDNN's ``aiu_ops_func_specific`` sequence: parameter-block format installed (else
 UNAVAILABLE_FUNCTION), the operation's verifier (statuses marked * in the API reference need precheck, see
 :func:`.verify.op_result`), the NNPA function installed (else UNAVAILABLE_FUNCTION), the hardware's
-function-specific checks (response codes), then the computation. Values are read from the transformed inputs as
+function-specific checks (response codes), then the computation. As in libzdnn, no operation checks that its
+inputs were transformed (an input never transformed is read as its buffer holds), and buffers are checked only
+where the NNPA accesses them: MISALIGNED_TENSOR (the NNPA's response code) for an address off a 4 KiB boundary,
+INVALID_BUFFER for a missing, too small or read-only buffer (undefined on Z; the emulator refuses to touch it).
+Values are read from the transformed inputs as
 DLFLOAT16 (decoded exactly), computed in float64 and rounded once to DLFLOAT16 into the output; a result that
 leaves the DLFLOAT16 range or is not a number (NINF) gives ELEMENT_RANGE_VIOLATION, as the NNPA's range-violation
 flag does.
@@ -18,15 +22,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...errors import BufferLayoutError, ShapeError
 from ...numerics.dlfloat16 import dlf16_to_fp32, fp32_to_dlf16
 from . import machine as _m
 from .constants import DataFormat, DataType
-from .desc import _enum, getsize_ztensor
+from .desc import _enum
 from .status import Status, report
 from .transform import read_values, write_values
 from .verify import OpStatus, check_feature, op_result, require
-from .ztensor import PAGE, ZTensor, _allocator, buffer_ok
+from .ztensor import PAGE, ZTensor, _allocator, byte_view
 
 SAVEAREA_SIZE = 8 * 1024
 """``ZDNN_8K_SAVEAREA_SIZE``: the function-specific save area of NNPA_SOFTMAX and NNPA_REDUCE."""
@@ -73,18 +77,14 @@ def require_same_dims(ref: ZTensor, *others: ZTensor) -> None:
 
 
 def check_kernel(zt: ZTensor) -> None:
-    """A transformed DLFLOAT16 4DKERNEL (HWCK) ztensor."""
+    """A DLFLOAT16 4DKERNEL (HWCK) ztensor (its buffer is checked where it is read, :func:`.ztensor.access`)."""
     tf = zt.transformed_desc
-    if _enum(DataFormat, tf.format) != DataFormat.ZDNN_FORMAT_4DKERNEL:
-        raise OpStatus(Status.ZDNN_INVALID_FORMAT)
     if int(tf.type) != DataType.ZDNN_DLFLOAT16:
         raise OpStatus(Status.ZDNN_INVALID_TYPE)
+    if _enum(DataFormat, tf.format) != DataFormat.ZDNN_FORMAT_4DKERNEL:
+        raise OpStatus(Status.ZDNN_INVALID_FORMAT)
     if any(int(v) <= 0 for v in tf.dims):
         raise OpStatus(Status.ZDNN_INVALID_SHAPE)
-    if not buffer_ok(zt, getsize_ztensor(tf)):
-        raise OpStatus(Status.ZDNN_INVALID_BUFFER)
-    if not zt.is_transformed:
-        raise OpStatus(Status.ZDNN_INVALID_STATE)
 
 
 def store(out: ZTensor, values: np.ndarray) -> Status:
@@ -105,7 +105,9 @@ def save_area_status(save_area) -> Status:
         except MemoryError:
             return Status.ZDNN_ALLOCATION_FAILURE
         return Status.ZDNN_OK
-    a = np.asarray(save_area)
+    a = byte_view(save_area)
+    if a is None or not a.flags.writeable:
+        raise BufferLayoutError(f"save_area: expected a writable C-contiguous buffer, got {type(save_area).__name__}")
     if a.nbytes < SAVEAREA_SIZE:
         raise ShapeError(f"save_area: expected at least {SAVEAREA_SIZE} bytes, got {a.nbytes}")
     if a.ctypes.data % PAGE:
@@ -117,19 +119,22 @@ def run_op(where: str, function: int, parmblk: int, verify: Callable[[], None],
            compute: Callable[[], Status], hardware: Callable[[], Status] | None = None) -> Status:
     """zDNN's operation sequence (module docstring); ``verify`` raises OpStatus, ``hardware`` returns the
     function-specific response code (or ZDNN_OK) and ``compute`` the final status."""
-    if not _m.is_nnpa_parmblk_fmt_installed(parmblk):
+    if not _m.parmblk_fmts_installed(parmblk):
         return report(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
     try:
         verify()
     except OpStatus as e:
         return op_result(e.status, where)
-    if not _m.is_nnpa_function_installed(function):
+    if not _m.functions_installed(function):
         return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
     if hardware is not None:
         st = hardware()
         if st != Status.ZDNN_OK:
             return op_result(st, where)
-    return op_result(compute(), where)
+    try:
+        return op_result(compute(), where)
+    except OpStatus as e:  # a buffer the NNPA cannot access (.ztensor.access)
+        return op_result(e.status, where)
 
 
 def verify_features(inputs: tuple[ZTensor, ...], outputs: tuple[ZTensor, ...],
@@ -156,11 +161,15 @@ def require_same_n_c(input: ZTensor, output: ZTensor) -> None:  # noqa: A002
 
 def elementwise_op(where: str, function: int, parmblk: int, func: Callable[..., np.ndarray],
                    inputs: tuple[ZTensor, ...], output: ZTensor,
-                   verify_extra: Callable[[], None] | None = None) -> Status:
+                   verify_extra: Callable[[], None] | None = None,
+                   verify_before: Callable[[], None] | None = None) -> Status:
     """output = func(*inputs) on the exact DLFLOAT16 values in float64, rounded once (:func:`store`), for inputs
-    and output of one shape (:func:`verify_same_features`, then ``verify_extra``'s parameter checks)."""
+    and output of one shape (``verify_before``, :func:`verify_same_features`, then ``verify_extra``'s parameter
+    checks)."""
 
     def verify() -> None:
+        if verify_before is not None:
+            verify_before()
         verify_same_features(inputs, output)
         if verify_extra is not None:
             verify_extra()

@@ -24,12 +24,12 @@ from ...numerics.float_formats import round_to_dlfloat16
 from ...numerics.int_matmul import int_matmul
 from . import machine as _m
 from .constants import DataFormat, DataType, MatmulOp
-from .desc import _enum, getsize_ztensor
+from .desc import _enum
 from .matmul import COMPARE, check_matmul_shapes
 from .status import Status
 from .transform import dlf16_value, quantize_to_int8, read_cells, read_values, write_values
 from .verify import OpStatus, op_result, require, require_ztensors
-from .ztensor import ZTensor, buffer_ok
+from .ztensor import ZTensor
 
 _F32 = np.float32
 FLIP = {MatmulOp.MATMUL_OP_GREATER: MatmulOp.MATMUL_OP_LESSER,
@@ -39,15 +39,13 @@ FLIP = {MatmulOp.MATMUL_OP_GREATER: MatmulOp.MATMUL_OP_LESSER,
 
 
 def _tensor(zt: ZTensor, fmt: DataFormat, types, output=False) -> None:
+    """Format and type (libzdnn checks neither the state nor the buffer here: the buffers are met where they are
+    read or written, :func:`.ztensor.access`)."""
     tf = zt.transformed_desc
     if tf is None or _enum(DataFormat, tf.format) != fmt:
         raise OpStatus(Status.ZDNN_INVALID_FORMAT)
     if _enum(DataType, tf.type) not in types:
         raise OpStatus(Status.ZDNN_INVALID_TYPE)
-    if not buffer_ok(zt, getsize_ztensor(tf), writes=output):
-        raise OpStatus(Status.ZDNN_INVALID_BUFFER)
-    if not output and not zt.is_transformed:
-        raise OpStatus(Status.ZDNN_INVALID_STATE)
 
 
 def _bad_scale(v: float) -> bool:
@@ -65,7 +63,9 @@ def quantized_matmul_op(input_a: ZTensor, input_b: ZTensor, input_c: ZTensor, op
     where = "quantized_matmul_op"
     a, b, c, out = input_a, input_b, input_c, output
     require_ztensors(input_a=a, input_b=b, input_c=c, output=out)
-    if not _m.is_nnpa_parmblk_fmt_installed(1):
+    if pre_computed and b.offset != 0:  # libzdnn's first check
+        return op_result(Status.ZDNN_INVALID_OFFSET, where)
+    if not _m.parmblk_fmts_installed(1):
         return op_result(Status.ZDNN_UNAVAILABLE_FUNCTION, where)
     try:
         op = MatmulOp(int(op_type))
@@ -95,6 +95,15 @@ def quantized_matmul_op(input_a: ZTensor, input_b: ZTensor, input_c: ZTensor, op
         raise ShapeError(f"work_area: expected at least input_c.buffer_size = {int(c.buffer_size)} bytes, got "
                          f"{np.asarray(work_area).nbytes}")
 
+    try:
+        return _compute(a, b, c, op, out, clip_min, clip_max, disable_clipping, dequantize, pre_computed,
+                        on_the_fly, where)
+    except OpStatus as e:  # a buffer the NNPA or the CPU part cannot access
+        return op_result(e.status, where)
+
+
+def _compute(a, b, c, op, out, clip_min, clip_max, disable_clipping, dequantize, pre_computed, on_the_fly,
+             where) -> Status:
     Sa, Za, Sb, Zb = _F32(a.rec_scale), _F32(a.offset), _F32(b.rec_scale), _F32(b.offset)
     Sc, Zc, Sy, Zy = _F32(c.rec_scale), _F32(c.offset), _F32(out.rec_scale), _F32(out.offset)
     bq = read_cells(b)[:, 0]  # (sb, n, p) int8

@@ -11,11 +11,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from ...errors import FusedRNNError
-
-ZDNN_WARNING = 0x00020000
-ZDNN_PARAMETER_ERROR = 0x00040000
-ZDNN_DATA_ERROR = 0x00100000
-ZDNN_HW_ERROR = 0x000C0000
+from .constants import ZDNN_DATA_ERROR, ZDNN_HW_ERROR, ZDNN_PARAMETER_ERROR, ZDNN_WARNING  # noqa: F401
 
 
 class Status(IntEnum):
@@ -70,18 +66,18 @@ class Status(IntEnum):
         return get_status_message(self)
 
 
-_MESSAGES = {
+_TEXTS = {
     Status.ZDNN_OK: "Success.",
-    Status.ZDNN_ELEMENT_RANGE_VIOLATION: "zAIU operation resulted in data that was out of the normal range.",
-    Status.ZDNN_INVALID_SHAPE: "Invalid shape information in one (or more) of the input/output tensor(s).",
-    Status.ZDNN_INVALID_LAYOUT: "Invalid layout information in one (or more) of the input/output tensor(s).",
-    Status.ZDNN_INVALID_TYPE: "Invalid type information in one (or more) of the input/output tensor(s).",
-    Status.ZDNN_INVALID_FORMAT: "Invalid format information in one (or more) of the input/output tensor(s).",
+    Status.ZDNN_ELEMENT_RANGE_VIOLATION: "One or more output tensor values were not valid.",
+    Status.ZDNN_INVALID_SHAPE: "Invalid shape in one (or more) of the input/output tensor(s).",
+    Status.ZDNN_INVALID_LAYOUT: "Invalid layout in one (or more) of the input/output tensor(s).",
+    Status.ZDNN_INVALID_TYPE: "Invalid type in one (or more) of the input/output tensor(s).",
+    Status.ZDNN_INVALID_FORMAT: "Invalid format in one (or more) of the input/output tensor(s).",
     Status.ZDNN_INVALID_DIRECTION: "Invalid RNN direction.",
     Status.ZDNN_INVALID_CONCAT_INFO: "Invalid concatenation info.",
-    Status.ZDNN_INVALID_STRIDE_PADDING: "Invalid padding type parameter for current strides.",
-    Status.ZDNN_INVALID_STRIDES: "Invalid stride height or width parameter.",
-    Status.ZDNN_MISALIGNED_PARMBLOCK: "NNPA parameter block is not on double word boundary.",
+    Status.ZDNN_INVALID_STRIDE_PADDING: "Padding type is not valid for the current stride inputs.",
+    Status.ZDNN_INVALID_STRIDES: "Invalid stride height or width.",
+    Status.ZDNN_MISALIGNED_PARMBLOCK: "NNPA parameter block is not on doubleword boundary.",
     Status.ZDNN_INVALID_CLIPPING_VALUE: "Invalid clipping for the specified operation.",
     Status.ZDNN_INVALID_ADJUSTMENT_FACTOR: "Invalid adjustment for the specified operation.",
     Status.ZDNN_INVALID_EPSILON: "Invalid epsilon for the specified operation.",
@@ -92,7 +88,7 @@ _MESSAGES = {
     Status.ZDNN_INVALID_SCALE: "Invalid scale value for the specified operation.",
     Status.ZDNN_INVALID_OFFSET: "Invalid offset value for the specified operation.",
     Status.ZDNN_ALLOCATION_FAILURE: "Can not allocate storage.",
-    Status.ZDNN_INVALID_BUFFER: "Buffer address is NULL or not on 4K-byte boundary or insufficient buffer size.",
+    Status.ZDNN_INVALID_BUFFER: "Buffer address is NULL or not on 4K-byte boundary, or insufficient buffer size.",
     Status.ZDNN_CONVERT_FAILURE: "Floating point data conversion failure.",
     Status.ZDNN_INVALID_STATE: "Invalid zTensor state.",
     Status.ZDNN_UNSUPPORTED_AIU_EXCEPTION: "zAIU operation returned an unexpected exception.",
@@ -101,20 +97,24 @@ _MESSAGES = {
     Status.ZDNN_UNSUPPORTED_FORMAT: "Specified tensor data layout format is not supported.",
     Status.ZDNN_UNSUPPORTED_TYPE: "Specified tensor data type is not supported.",
     Status.ZDNN_EXCEEDS_MDIS: "Tensor dimension exceeds maximum dimension index size (MDIS).",
-    Status.ZDNN_EXCEEDS_MTS: "Total number of bytes in tensor exceeds maximum tensor size. (MTS).",
+    Status.ZDNN_EXCEEDS_MTS: "Total number of elements in tensor exceeds maximum tensor size (MTS).",
     Status.ZDNN_MISALIGNED_TENSOR: "Tensor address is not on 4K-byte boundary.",
     Status.ZDNN_MISALIGNED_SAVEAREA: "Function specific save area address is not on 4K-byte boundary.",
 }
 for _s in Status:
     if _s.name.startswith("ZDNN_FUNC_RC_F"):
-        _MESSAGES[_s] = f"Function specific response code ({_s.name[-4:]})."
+        _TEXTS[_s] = f"Function specific response code ({_s.name[-4:]})."
 del _s
+_MESSAGES = {s: f"{s.name}: {t}" for s, t in _TEXTS.items()}
+"""``zdnn_get_status_message``'s strings (libzdnn's status.c): ``"ZDNN_XXX: text"``."""
 
 UNDEFINED_STATUS_MESSAGE = "(Status string is not defined.)"
 
 
 def get_status_message(status: int) -> str:
-    """The documented meaning of ``status``, or "(Status string is not defined.)"."""
+    """libzdnn's message of ``status`` (``"ZDNN_INVALID_SHAPE: Invalid shape in ..."``), or "(Status string is not
+    defined.)". The API reference prints only the text after the colon, and some texts differ from the reference's
+    (ELEMENT_RANGE_VIOLATION, STRIDE_PADDING, EXCEEDS_MTS ...): these are the library's."""
     try:
         return _MESSAGES[Status(int(status))]
     except ValueError:

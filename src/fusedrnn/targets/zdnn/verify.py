@@ -6,16 +6,9 @@ import numpy as np
 
 from ...errors import DTypeError
 from .constants import DataFormat, DataType
-from .desc import _enum, getsize_ztensor
+from .desc import _enum
 from .status import PRECHECK_STATUSES, NNPAProgramException, Status, report, settings
-from .ztensor import ZTensor, buffer_ok
-
-
-class OpStatus(Exception):
-    """Internal: an operation check failed with ``status``."""
-
-    def __init__(self, status: Status):
-        self.status = status
+from .ztensor import OpStatus, ZTensor  # noqa: F401 - OpStatus is re-exported
 
 
 def op_result(status: Status, where: str, hw_f001: bool = False) -> Status:
@@ -31,18 +24,20 @@ def op_result(status: Status, where: str, hw_f001: bool = False) -> Status:
 
 
 def check_feature(zt: ZTensor, type_: int = DataType.ZDNN_DLFLOAT16, input_: bool = True) -> None:
-    """A 4DFEATURE ztensor of ``type_`` with a usable buffer (and transformed when an input)."""
+    """A ``type_`` 4DFEATURE ztensor with nonzero dims, checked as libzdnn's ``verify_fields`` (type, then format).
+
+    The buffer and the transformed state are not checked here: libzdnn's operations never check the state, and the
+    buffer is checked where the NNPA accesses it (:func:`.ztensor.access`, after every check). ``input_`` is
+    unused (kept for callers)."""
     tf = zt.transformed_desc
-    if tf is None or _enum(DataFormat, tf.format) != DataFormat.ZDNN_FORMAT_4DFEATURE:
+    if tf is None:
         raise OpStatus(Status.ZDNN_INVALID_FORMAT)
     if int(tf.type) != int(type_):
         raise OpStatus(Status.ZDNN_INVALID_TYPE)
+    if _enum(DataFormat, tf.format) != DataFormat.ZDNN_FORMAT_4DFEATURE:
+        raise OpStatus(Status.ZDNN_INVALID_FORMAT)
     if any(int(v) <= 0 for v in tf.dims):
         raise OpStatus(Status.ZDNN_INVALID_SHAPE)
-    if not buffer_ok(zt, getsize_ztensor(tf), writes=not input_):
-        raise OpStatus(Status.ZDNN_INVALID_BUFFER)
-    if input_ and not zt.is_transformed:
-        raise OpStatus(Status.ZDNN_INVALID_STATE)
 
 
 def require(cond: bool, status: Status = Status.ZDNN_INVALID_SHAPE) -> None:

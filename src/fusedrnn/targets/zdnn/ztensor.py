@@ -1,10 +1,11 @@
 """``zdnn_ztensor`` and its life cycle: init, 4 KiB-aligned buffer allocation, reset, free, quantized metadata.
 
-``buffer`` is a NumPy uint8 array (the stick image) or None; zDNN's "4K-aligned" requirement is checked on its
-address (``buffer.ctypes.data % 4096``), so a misaligned view such as ``buf[1:]`` is rejected as zDNN would.
-Every operation checks the buffer before touching it (:func:`buffer_ok`): a C-contiguous 1-D uint8 array, at least
-the image size, ``buffer_size`` between the image size and the array's size, writable where the operation writes;
-anything else is ZDNN_INVALID_BUFFER, never an access outside the array.
+``buffer`` is what C's ``void *buffer`` points to: any C-contiguous writable buffer at least ``buffer_size`` bytes
+(a NumPy array of any dtype, a ``bytearray``, a ``memoryview`` ...; :func:`byte_view`), e.g. from
+:func:`malloc_aligned_4k`, or None. zDNN's "4K-aligned" requirement is checked on its address, so a misaligned view
+such as ``buf[1:]`` is rejected as zDNN would. Every function checks the buffer before touching it, where libzdnn
+checks it (transforms: ZDNN_INVALID_BUFFER before the state) or, in operations, where the NNPA would access it
+(after every libzdnn check, :func:`access`); never an access outside the buffer.
 """
 
 from __future__ import annotations
@@ -43,30 +44,68 @@ def aligned_buffer(nbytes: int) -> np.ndarray:
     return raw[off : off + int(nbytes)]
 
 
-def buffer_ok(zt: ZTensor, need: int | None = None, *, writes: bool = False) -> bool:
-    """Buffer present, a C-contiguous 1-D uint8 array (writable when the operation ``writes`` it), 4 KiB aligned,
-    ``buffer_size`` an int no larger than the array, and (with ``need``) both at least ``need`` bytes."""
-    b = zt.buffer
-    if b is None or not isinstance(b, np.ndarray) or b.dtype != np.uint8 or b.ndim != 1:
-        return False
-    if not b.flags.c_contiguous or (writes and not b.flags.writeable):
-        return False
-    if b.ctypes.data % PAGE:
-        return False
+class OpStatus(Exception):
+    """Internal: a check failed with ``status`` (the operation returns it)."""
+
+    def __init__(self, status: Status):
+        self.status = status
+
+
+def byte_view(buffer) -> np.ndarray | None:
+    """The bytes of a C-like buffer as a 1-D uint8 view (no copy), or None when it is not one.
+
+    Accepted, as C's ``void *buffer``: a C-contiguous NumPy array of any dtype and shape, or any object with the
+    buffer protocol (``bytearray``, ``memoryview``, ``array.array``, ``mmap``; ``bytes`` too, read-only). The view
+    is writable exactly when the object is."""
+    if buffer is None or isinstance(buffer, (str, bool, int, float)):
+        return None
+    if isinstance(buffer, np.ndarray):
+        if not buffer.flags.c_contiguous or buffer.dtype.hasobject:
+            return None
+        return buffer.reshape(-1).view(np.uint8)
+    try:
+        mv = memoryview(buffer)
+    except TypeError:
+        return None
+    if not mv.c_contiguous:
+        return None
+    return np.frombuffer(mv, np.uint8) if mv.nbytes else np.zeros(0, np.uint8)
+
+
+def _size_ok(zt: ZTensor, view: np.ndarray, need: int | None) -> bool:
     size = zt.buffer_size
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 0 <= size <= b.nbytes:
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 0 <= size <= view.nbytes:
         return False
-    if need is not None and (int(size) < need or b.size < need):
+    return need is None or (int(size) >= need and view.size >= need)
+
+
+def buffer_ok(zt: ZTensor, need: int | None = None, *, writes: bool = False) -> bool:
+    """Buffer present and C-like (:func:`byte_view`; writable when the function ``writes`` it), 4 KiB aligned,
+    ``buffer_size`` an int no larger than the buffer, and (with ``need``) both at least ``need`` bytes."""
+    v = byte_view(zt.buffer)
+    if v is None or (writes and not v.flags.writeable) or v.ctypes.data % PAGE:
         return False
-    return True
+    return _size_ok(zt, v, need)
+
+
+def access(zt: ZTensor, need: int, *, writes: bool = False) -> np.ndarray:
+    """The operation's access to the stick buffer (what the NNPA does when it runs, after zDNN's checks): the
+    uint8 view, or OpStatus ZDNN_MISALIGNED_TENSOR (the NNPA's response for an address off a 4 KiB boundary) or
+    ZDNN_INVALID_BUFFER (no buffer, too small, or read-only where written: on Z undefined behaviour; the emulator
+    refuses instead of touching memory outside the buffer)."""
+    v = byte_view(zt.buffer)
+    if v is None or (writes and not v.flags.writeable) or not _size_ok(zt, v, need):
+        raise OpStatus(Status.ZDNN_INVALID_BUFFER)
+    if v.ctypes.data % PAGE:
+        raise OpStatus(Status.ZDNN_MISALIGNED_TENSOR)
+    return v
 
 
 def init_ztensor(pre_tfrmd_desc: TensorDesc, tfrmd_desc: TensorDesc, output: ZTensor) -> ZTensor:
-    """Reset ``output`` and attach the descriptors (buffer and buffer_size are cleared)."""
+    """Attach the descriptors and clear the state and quantization fields; ``buffer`` and ``buffer_size`` are kept,
+    as libzdnn's ``zdnn_init_ztensor`` leaves them (a program sets them before or after)."""
     output.pre_transformed_desc = pre_tfrmd_desc
     output.transformed_desc = tfrmd_desc
-    output.buffer_size = 0
-    output.buffer = None
     output.is_transformed = False
     output.rec_scale = 0.0
     output.offset = 0.0
@@ -136,6 +175,22 @@ def quantized_transform_type(ztensor: ZTensor) -> QuantizedTransformType | None:
         if d.format == DataFormat.ZDNN_FORMAT_4DFEATURE:
             return QuantizedTransformType.QUANTIZED_INT8
     return None
+
+
+def malloc_aligned_4k(size: int) -> np.ndarray | None:
+    """libzdnn's ``malloc_aligned_4k``: ``size`` zeroed bytes at a 4 KiB-aligned address (a uint8 array), or None
+    for a size of 0 or one the machine cannot allocate (C's NULL)."""
+    size = int(size)
+    if size <= 0:
+        return None
+    try:
+        return _allocator[0](size)
+    except MemoryError:
+        return None
+
+
+def free_aligned_4k(ptr) -> None:
+    """libzdnn's ``free_aligned_4k``: nothing to do (the buffer is freed when no longer referenced)."""
 
 
 def reset_ztensor(ztensor: ZTensor) -> None:

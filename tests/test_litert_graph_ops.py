@@ -287,3 +287,88 @@ def test_concatenation_of_differently_quantized_int8_is_refused_as_the_interpret
         interpreter_outputs(content, [np.zeros(shape, np.int8)] * 2)
     with pytest.raises(FileFormatError, match="equal parameters"):
         litert.load(content)(np.zeros(shape, np.int8), np.zeros(shape, np.int8))
+
+
+def _while_model() -> bytes:
+    """x -> ADD(x, x) -> WHILE(i < 3: i += 1, v = v + v) -> y: a loop with its cond and body subgraphs, as the TF
+    converter writes Keras 3 recurrent layers (and any GRU)."""
+    import flatbuffers
+
+    from fusedrnn.targets.litert.schema import schema
+
+    s = schema()
+    m = s.ModelT()
+    m.version, m.buffers, m.operatorCodes = 3, [s.BufferT()], []
+
+    def code(name: str) -> int:
+        for k, oc in enumerate(m.operatorCodes):
+            if oc.builtinCode == getattr(s.BuiltinOperator, name):
+                return k
+        oc = s.OperatorCodeT()
+        oc.builtinCode = oc.deprecatedBuiltinCode = getattr(s.BuiltinOperator, name)
+        oc.version = 1
+        m.operatorCodes.append(oc)
+        return len(m.operatorCodes) - 1
+
+    def tensor(g, name, type_name, shape, data=None):
+        t = s.TensorT()
+        t.name, t.type, t.shape = name, getattr(s.TensorType, type_name), list(shape)
+        b = s.BufferT()
+        if data is not None:
+            b.data = list(np.asarray(data).tobytes())
+        m.buffers.append(b)
+        t.buffer = len(m.buffers) - 1
+        g.tensors.append(t)
+        return len(g.tensors) - 1
+
+    def op(g, name, ins, outs, opts=None):
+        o = s.OperatorT()
+        o.opcodeIndex, o.inputs, o.outputs = code(name), list(ins), list(outs)
+        if opts is not None:
+            o.builtinOptionsType, o.builtinOptions = opts
+        g.operators.append(o)
+
+    def graph():
+        g = s.SubGraphT()
+        g.tensors, g.operators = [], []
+        return g
+
+    main, cond, body = graph(), graph(), graph()
+    x = tensor(main, "x", "FLOAT32", (2,))
+    x2 = tensor(main, "x2", "FLOAT32", (2,))
+    i0 = tensor(main, "i0", "INT32", (), np.array(0, np.int32))
+    i_out, y = tensor(main, "i_out", "INT32", ()), tensor(main, "y", "FLOAT32", (2,))
+    add = s.AddOptionsT()
+    op(main, "ADD", [x, x], [x2], (s.BuiltinOptions.AddOptions, add))
+    w = s.WhileOptionsT()
+    w.condSubgraphIndex, w.bodySubgraphIndex = 1, 2
+    op(main, "WHILE", [i0, x2], [i_out, y], (s.BuiltinOptions.WhileOptions, w))
+    main.inputs, main.outputs = [x], [y]
+    ci, cv = tensor(cond, "i", "INT32", ()), tensor(cond, "v", "FLOAT32", (2,))
+    n, c = tensor(cond, "n", "INT32", (), np.array(3, np.int32)), tensor(cond, "c", "BOOL", ())
+    op(cond, "LESS", [ci, n], [c])
+    cond.inputs, cond.outputs = [ci, cv], [c]
+    bi, bv = tensor(body, "i", "INT32", ()), tensor(body, "v", "FLOAT32", (2,))
+    one = tensor(body, "one", "INT32", (), np.array(1, np.int32))
+    bi2, bv2 = tensor(body, "i2", "INT32", ()), tensor(body, "v2", "FLOAT32", (2,))
+    op(body, "ADD", [bi, one], [bi2], (s.BuiltinOptions.AddOptions, s.AddOptionsT()))
+    op(body, "ADD", [bv, bv], [bv2], (s.BuiltinOptions.AddOptions, s.AddOptionsT()))
+    body.inputs, body.outputs = [bi, bv], [bi2, bv2]
+    m.subgraphs = [main, cond, body]
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def test_a_while_loop_runs_on_the_interpreter_with_its_subgraphs(monkeypatch):
+    content = _while_model()
+    x = np.array([0.25, -1.5], np.float32)
+    model = litert.load(content)
+    y = model(x)
+    np.testing.assert_array_equal(y, interpreter_outputs(content, [x])[0])
+    np.testing.assert_array_equal(y, x * 2 * 8)  # ADD, then three doublings
+    assert model.delegated == {"WHILE"}  # the ADD before it ran on fusedrnn
+    monkeypatch.setitem(sys.modules, "ai_edge_litert", None)
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)
+    with pytest.raises(UnsupportedFeatureError, match=r"op 1 \(WHILE\).*not installed"):
+        litert.load(content)(x)

@@ -48,7 +48,7 @@ from ..targets import Target
 from .onnx_emulation import LazyEmulations, NodeFailure, calibrate_nodes, describe, node_function
 from .onnx_executors import EXECUTORS, choose_executor, make_runner, ort_graph
 from .onnx_load import TensorInfo, read_model, signature
-from .onnx_ops import RECURRENT_OPS, RecurrentOp, node_attributes, node_key, node_label, recurrent_nodes
+from .onnx_ops import RECURRENT_OPS, RecurrentOp, node_attributes, node_key, node_label, recurrent_nodes, recurrent_op
 from .onnx_record import Recorder, calibration_batches
 
 
@@ -117,8 +117,10 @@ class Model:
         Quantized targets need ``calibration``: feeds (a dict, or a list of dicts) that the float model is run
         on, or a :class:`~fusedrnn.Calibration` holding them with the method that chooses the quantized ranges
         (and per-node methods); each recurrent node is calibrated on the inputs it received there (its X, in the
-        node's layout) and runs as its own layer on the target. ``keep_float``: names of recurrent nodes that
-        stay in float (mixed precision). A node the target cannot express raises
+        node's layout) and runs as its own layer on the target. Nodes that are already quantized for the target
+        (ExtendedLSTM on ``quark`` / ``quark_corrected``) run their own parameters: a model of only such nodes
+        needs none. ``keep_float``: names of recurrent nodes that stay in float (mixed precision). A node the
+        target cannot express raises
         :class:`~fusedrnn.errors.UnsupportedFeatureError` listing every such node and why."""
         t = None if target is None else _targets.get(target)
         same = {"executor": self._executor, "_shared": self._shared}
@@ -129,6 +131,9 @@ class Model:
             calibration = settings.inputs
         if t is None or t.prepare is None:
             return Model(self._proto, t, **same)  # float targets ignore calibration data
+        native = all(t.name in recurrent_op(n).native_targets for n in recurrent_nodes(self._proto.graph))
+        if calibration is None and native:  # e.g. ExtendedLSTM nodes on "quark": already quantized, nothing to
+            return Model(self._proto, t, {}, **same)  # calibrate
         if calibration is None:
             if t.needs_calibration:
                 raise UnsupportedFeatureError(f"calibration: target {t.name!r} is quantized and needs calibration "

@@ -32,15 +32,20 @@ def _dequantized_lstm_inputs(X, W, R, B=None, sequence_lens=None, initial_h=None
     return X, Wf, Rf, B, sequence_lens, initial_h, initial_c, P
 
 
-def _extended_lstm(X, W, R, B=None, *, mode: str = "faithful", **attributes):
+def _extended_lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, *,
+                   mode: str = "faithful", **attributes):
     """AMD Quark's ExtendedLSTM (or the legacy VitisLSTM) node on :func:`fusedrnn.quark.extended_lstm`, its
-    weights prepared once while the node is fed equal weights (:class:`fusedrnn.quark.PreparedCache`)."""
-    return (quark_onnx_op.run_prepared(X, W, R, B, mode=mode, **quark_onnx_op.op_arguments(attributes)),)
+    weights prepared once while the node is fed equal weights (:class:`fusedrnn.quark.PreparedCache`); the
+    optional inputs and outputs of the LSTM it replaced as :func:`fusedrnn.targets.quark.onnx_op.node_outputs`
+    takes and gives them: (Y, Y_h, Y_c)."""
+    return quark_onnx_op.node_outputs(X, W, R, B, sequence_lens, initial_h, initial_c, P, mode=mode,
+                                      **quark_onnx_op.op_arguments(attributes))
 
 
-def _float_node_inputs(X, W, R, B=None):
-    """ExtendedLSTM's inputs are already float (the graph dequantizes them): its float form is an ONNX LSTM."""
-    return X, W, R, B
+def _float_node_inputs(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None):
+    """ExtendedLSTM's inputs are already float (the graph dequantizes them): its float form is an ONNX LSTM with
+    the inputs the node kept."""
+    return X, W, R, B, sequence_lens, initial_h, initial_c, P
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,16 @@
-"""A loaded .tflite graph: the recurrent ops run on fusedrnn's kernels with persistent state, and the few ops
-that Keras conversions put around them (REVERSE_V2, CONCATENATION, STRIDED_SLICE, float ADD) run as the
-interpreter does: REVERSE_V2 and CONCATENATION copy int8 values without requantization (litert.md section 8).
-Any other op raises UnsupportedFeatureError when the graph runs; the recurrent ops (``model.ops``) can always be
-called on their own.
+"""A loaded .tflite graph: the recurrent ops run on fusedrnn's kernels with persistent state, every other op of a
+converted recurrent model (ADD, SUB, MUL, FULLY_CONNECTED, SOFTMAX, TANH, LOGISTIC, QUANTIZE, DEQUANTIZE and the
+data-movement ops, float and integer) on :mod:`fusedrnn.targets.litert.graph_ops`, bit-exact with the interpreter's
+integer kernels. An op (or an op's type combination) that module does not compute runs on the LiteRT interpreter
+itself when ``ai-edge-litert`` is installed: a one-op model cut from the file (its tensors, options and subgraphs,
+e.g. a WHILE loop's bodies) is invoked on the op's current inputs; without the package it raises
+UnsupportedFeatureError naming the op. ``model.delegated`` lists the ops that ran on the interpreter. The recurrent
+ops (``model.ops``) can always be called on their own.
 
 A damaged graph is refused with :class:`~fusedrnn.errors.FileFormatError` (the reader checks the file's structure):
-a recurrent op reading a tensor of a type no recurrent kernel takes, a data-movement op with the wrong number of
-inputs or with tensors that do not fit together, an op input that is neither a graph input, a constant, a variable
-nor an earlier op's output, a graph output that no op produces.
+a recurrent op reading a tensor of a type no recurrent kernel takes, an op with the wrong number of inputs or with
+tensors that do not fit together, an op input that is neither a graph input, a constant, a variable nor an earlier
+op's output, a graph output that no op produces.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import DTypeError, FileFormatError, FusedRNNError, InputError, UnsupportedFeatureError
+from ...errors import DTypeError, FileFormatError, InputError, UnsupportedFeatureError
+from . import graph_ops
 from .ops import BidirectionalSequenceLSTM, SequenceLSTM
 from .reader import ModelInfo, OpInfo, TensorInfo, read_model
 from .rnn import BidirectionalSequenceRNN, SequenceGRU, build_rnn_op
+from .schema import schema
 from .slots import (
     BI_AUX_INPUT,
     BI_BW_STATES,
@@ -37,7 +42,6 @@ from .slots import (
     RNN_SLOTS,
     LstmOptions,
     LstmTensors,
-    apply_fused_activation,
 )
 
 RECURRENT_OPS = ("LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
@@ -139,92 +143,27 @@ def build_op(info: ModelInfo, op: OpInfo, *, rounding: str = "double"):
     raise UnsupportedFeatureError(f"op {op.index}: {op.name} is not a recurrent op")
 
 
-# ---- the small data-movement ops -------------------------------------------------------------------------
-def _reverse(ins, op):
-    x, axes = ins
-    return [np.flip(x, axis=tuple(int(a) for a in np.atleast_1d(axes)))]
-
-
-def _concat(ins, op):
-    return [np.concatenate(ins, axis=int(op.options.get("axis", 0)))]
-
-
-def _strided_slice(ins, op):
-    x, begin, end, strides = ins
-    o = op.options
-    if o.get("ellipsis_mask", 0) or o.get("new_axis_mask", 0) or o.get("offset", False):
-        raise UnsupportedFeatureError(f"op {op.index}: STRIDED_SLICE with ellipsis/new-axis masks or offset")
-    sl = []
-    for d in range(len(begin)):
-        b, e, s = int(begin[d]), int(end[d]), int(strides[d])
-        if o.get("begin_mask", 0) >> d & 1:
-            b = None
-        if o.get("end_mask", 0) >> d & 1:
-            e = None
-        if o.get("shrink_axis_mask", 0) >> d & 1:
-            sl.append(b if b is not None else 0)
-        else:
-            sl.append(slice(b, e, s))
-    return [np.ascontiguousarray(x[tuple(sl)])]
-
-
-def _add(ins, op):
-    a, b = ins
-    if a.dtype != np.float32:
-        raise UnsupportedFeatureError(f"op {op.index}: quantized ADD is not implemented")
-    y = (a + b).astype(np.float32)
-    act = op.options.get("fused_activation_function", "NONE")
-    if act != "NONE":
-        apply_fused_activation(y, act)
-    return [y]
-
-
-_SIMPLE = {
-    "REVERSE_V2": _reverse,
-    "CONCATENATION": _concat,
-    "STRIDED_SLICE": _strided_slice,
-    "ADD": _add,
-}
-_ARITY = {"REVERSE_V2": (2, 2), "CONCATENATION": (1, None), "STRIDED_SLICE": (4, 4), "ADD": (2, 2)}
-"""(fewest, most) inputs of each data-movement op (None: any number)."""
-
-
-def _run_simple(fn, ins: list, op: OpInfo) -> list:
-    """``fn(ins, op)`` after checking the op's input count; NumPy's refusal of tensors that do not fit together
-    (an axis beyond the rank, shapes that do not concatenate or broadcast) becomes FileFormatError."""
-    lo, hi = _ARITY[op.name]
-    if len(ins) < lo or (hi is not None and len(ins) > hi):
-        want = f"{lo}" if lo == hi else f"at least {lo}"
-        raise FileFormatError(f"source: op {op.index} ({op.name}): expected {want} input tensor(s), got {len(ins)}")
-    try:
-        return fn(ins, op)
-    except FusedRNNError:
-        raise
-    except (ValueError, IndexError, TypeError) as e:  # numpy: AxisError, shape mismatch, bad slice values
-        shapes = [tuple(np.shape(a)) for a in ins]
-        raise FileFormatError(f"source: op {op.index} ({op.name}): its tensors do not fit together (input shapes "
-                              f"{shapes}): {e}") from None
-
-
 @dataclass
 class Node:
     info: OpInfo
     op: object  # a stateful recurrent op or None
-    fn: object = None  # simple ops: fn(inputs, info) -> outputs
+    delegate: object = None  # the interpreter running this op on its own (made on first need)
 
 
 class Model:
     """A .tflite model on fusedrnn: ``model(x)`` runs the graph (state persists between calls);
     ``model.ops`` are the recurrent ops (each callable on its own), ``reset_all_variables()`` resets them."""
 
-    def __init__(self, info: ModelInfo, *, rounding: str = "double"):
+    def __init__(self, info: ModelInfo, *, rounding: str = "double", content: bytes | None = None):
         self.info = info
+        self.content = content  # the file's bytes: the interpreter runs the ops graph_ops does not compute
+        self.delegated: set[str] = set()
         self.nodes: list[Node] = []
         for op in info.ops:
             if op.name in RECURRENT_OPS:
                 self.nodes.append(Node(op, build_op(info, op, rounding=rounding)))
             else:
-                self.nodes.append(Node(op, None, _SIMPLE.get(op.name)))
+                self.nodes.append(Node(op, None))
 
     @property
     def ops(self) -> list:
@@ -273,11 +212,8 @@ class Model:
                     ins.append(t.data)
             if n.op is not None:
                 outs = self._run_recurrent(n, ins)
-            elif n.fn is not None:
-                outs = _run_simple(n.fn, [a for a in ins if a is not None], n.info)
             else:
-                raise UnsupportedFeatureError(f"op {n.info.index}: {n.info.name} is not implemented by fusedrnn's "
-                                              f"graph runner (run the recurrent ops in model.ops directly)")
+                outs = self._run_other(n, ins)
             for i, v in zip(n.info.outputs, outs, strict=False):
                 vals[i] = v
         for k, i in enumerate(self.info.outputs):
@@ -291,6 +227,19 @@ class Model:
         return out[0] if len(out) == 1 else out
 
     invoke = __call__
+
+    def _run_other(self, n: Node, ins: list) -> list:
+        """A non-recurrent op: graph_ops' kernel, else the interpreter (else UnsupportedFeatureError)."""
+        t = self.info.tensors
+        call = graph_ops.OpCall(n.info, ins, [t[i] if i >= 0 else None for i in n.info.inputs],
+                                [t[i] for i in n.info.outputs])
+        try:
+            return graph_ops.run(call)
+        except graph_ops.NotNative as why:
+            if n.delegate is None:
+                n.delegate = _Delegate.make(self, n.info, str(why))
+            self.delegated.add(n.info.name)
+            return n.delegate(ins)
 
     @staticmethod
     def _run_recurrent(n: Node, ins):
@@ -317,6 +266,68 @@ class Model:
                         for n in self.nodes)
         ins = ", ".join(f"{d['name']} {d['dtype']} {d['shape']}" for d in self.input_details())
         return f"Model(ops=[{ops}], inputs=[{ins}])"
+
+
+class _Delegate:
+    """One non-recurrent op on the LiteRT interpreter: a model holding only that op (the file's tensors, buffers,
+    options and subgraphs, its non-constant inputs as graph inputs), resized to the inputs' shapes when they
+    change. Interpreter errors become UnsupportedFeatureError naming the op."""
+
+    def __init__(self, interpreter_cls, content: bytes, op: OpInfo, inputs: list[int]):
+        self._cls, self._content, self.op, self._inputs = interpreter_cls, content, op, inputs
+        self._it = None
+        self._shapes: tuple | None = None
+
+    @staticmethod
+    def make(model: Model, op: OpInfo, why: str) -> _Delegate:
+        where = f"op {op.index} ({op.name})"
+        try:
+            from ai_edge_litert import interpreter as litert_interpreter
+        except ImportError:
+            raise UnsupportedFeatureError(f"{where}: {why}; fusedrnn runs it on the LiteRT interpreter, which is not "
+                                          f"installed (pip install ai-edge-litert)") from None
+        if model.content is None:
+            raise UnsupportedFeatureError(f"{where}: {why}, and this model has no file contents to give the "
+                                          f"interpreter (load it with litert.load)")
+        if op.custom:
+            raise UnsupportedFeatureError(f"{where}: custom op {op.name!r} is not implemented")
+        tensors = model.info.tensors
+        inputs = [i for i in op.inputs if i >= 0 and tensors[i].data is None]
+        s = schema()
+        m = s.ModelT.InitFromObj(s.Model.GetRootAs(model.content, 0))
+        g = m.subgraphs[0]
+        g.operators = [g.operators[op.index]]
+        g.inputs, g.outputs = list(inputs), list(op.outputs)
+        m.signatureDefs = None
+        import flatbuffers
+
+        b = flatbuffers.Builder(1024)
+        b.Finish(m.Pack(b), file_identifier=b"TFL3")
+        return _Delegate(litert_interpreter, bytes(b.Output()), op, inputs)
+
+    def __call__(self, ins: list) -> list:
+        where = f"op {self.op.index} ({self.op.name})"
+        by_index = dict(zip(self.op.inputs, ins, strict=False))
+        arrays = [np.asarray(by_index[i]) for i in self._inputs]
+        shapes = tuple(a.shape for a in arrays)
+        try:
+            if self._it is None or shapes != self._shapes:
+                it = self._cls.Interpreter(model_content=self._content, experimental_op_resolver_type=(
+                    self._cls.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+                for d, a in zip(it.get_input_details(), arrays, strict=True):
+                    if tuple(d["shape"]) != a.shape:
+                        it.resize_tensor_input(d["index"], list(a.shape), strict=False)
+                it.allocate_tensors()
+                self._it, self._shapes = it, shapes
+            it = self._it
+            for d, a in zip(it.get_input_details(), arrays, strict=True):
+                it.set_tensor(d["index"], a.astype(d["dtype"], copy=False))
+            it.invoke()
+            return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+        except (ValueError, RuntimeError) as e:
+            self._it = None
+            raise UnsupportedFeatureError(f"{where}: the LiteRT interpreter could not run it: "
+                                          f"{str(e).strip().splitlines()[0] if str(e).strip() else e}") from None
 
 
 def _data_slots(op) -> tuple[int, ...]:
@@ -353,4 +364,8 @@ def load(source, *, rounding: str = "double") -> Model:
     ``"single"`` (builds with TFLITE_SINGLE_ROUNDING)."""
     if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
         raise DTypeError(f"source: expected a .tflite path or bytes, got {type(source).__name__}")
-    return Model(read_model(source), rounding=rounding)
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            source = f.read()
+    content = bytes(source)
+    return Model(read_model(content), rounding=rounding, content=content)

@@ -44,6 +44,17 @@ OPTION_TABLES = {
     "QUANTIZE": "QuantizeOptions",
     "DEQUANTIZE": "DequantizeOptions",
     "FULLY_CONNECTED": "FullyConnectedOptions",
+    "SUB": "SubOptions",
+    "SOFTMAX": "SoftmaxOptions",
+    "SLICE": "SliceOptions",
+    "RESHAPE": "ReshapeOptions",
+    "SQUEEZE": "SqueezeOptions",
+    "EXPAND_DIMS": "ExpandDimsOptions",
+    "SPLIT": "SplitOptions",
+    "SPLIT_V": "SplitVOptions",
+    "UNPACK": "UnpackOptions",
+    "GATHER": "GatherOptions",
+    "MEAN": "ReducerOptions",
 }
 _ENUM_FIELDS = {"fused_activation_function": "ActivationFunctionType", "kernel_type": "LSTMKernelType",
                 "weights_format": "FullyConnectedOptionsWeightsFormat"}

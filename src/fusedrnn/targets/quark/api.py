@@ -1,7 +1,18 @@
 """The public API of :mod:`fusedrnn.quark` (AMD Quark's ExtendedLSTM custom op)."""
 
 from .convert import Conversion, ConversionReport, build_nodes, calibrate, convert
-from .onnx_op import NODE_CACHE, OPS, PreparedCache, is_extended_lstm, node_attributes, op_classes, run_model, run_node
+from .onnx_op import (
+    NODE_CACHE,
+    OPS,
+    PreparedCache,
+    is_extended_lstm,
+    node_attributes,
+    node_outputs,
+    op_classes,
+    run_model,
+    run_node,
+    run_node_outputs,
+)
 from .op import (
     MODES,
     PreparedExtendedLSTM,
@@ -39,12 +50,14 @@ __all__ = [
     "kernel_params",
     "make_scales",
     "node_attributes",
+    "node_outputs",
     "onnxruntime_session",
     "op_classes",
     "prepare",
     "register_model",
     "run_model",
     "run_node",
+    "run_node_outputs",
     "set_tanhf_backend",
     "tanhf",
     "tanhf_backend",

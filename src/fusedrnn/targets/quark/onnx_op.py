@@ -3,6 +3,15 @@
 ``run_node(node, X, W, R, B)`` runs one node with its attributes read from the NodeProto (float attributes are
 stored as float32 there, so the scales are exact). ``run_model(model, feeds)`` runs a whole model: the
 ExtendedLSTM nodes on fusedrnn, every other node on ``onnx.reference.ReferenceEvaluator``.
+
+Nodes as Quark's ``convert_lstm_to_customlstm`` tool writes them keep the replaced LSTM's inputs and outputs: a
+PyTorch export gives 7 inputs (X, W, R, B, an empty sequence_lens, initial_h and initial_c, zeros behind
+DequantizeLinear) and 3 outputs (Y, Y_h, Y_c). Quark's own kernel registers 4 inputs and 1 output, and computes
+from h = Y's zero point and c = 0 over the whole sequence; here such a node runs that computation when its extra
+inputs say the same thing (no or all-zero initial states, no or full-length sequence_lens, no or zero peepholes
+P; otherwise UnsupportedFeatureError in faithful mode, while the corrected mode takes initial states), and its
+Y_h / Y_c outputs are the kernel's final states (h dequantized as Y is, c its float32 cell), see
+:func:`node_outputs`.
 """
 
 from __future__ import annotations
@@ -116,17 +125,71 @@ def run_prepared(X, W, R, B=None, *, mode: str = "faithful", **kw) -> np.ndarray
     return NODE_CACHE.get(W, R, B, mode=mode, **kw)(X)
 
 
+MAX_INPUTS = 8
+"""An ExtendedLSTM node keeps the inputs of the LSTM it replaced: X, W, R, B, sequence_lens, initial_h, initial_c,
+P (Quark's kernel reads the first four)."""
+
+
+def _zero(a) -> bool:
+    return a is None or not np.any(np.asarray(a))
+
+
+def node_outputs(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, *,
+                 mode: str = "faithful", **kw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Y [T, D, B, H], Y_h, Y_c [D, B, H]) of an ExtendedLSTM node with the inputs of the ONNX LSTM it replaced
+    (through :data:`NODE_CACHE`). Y is :func:`fusedrnn.quark.extended_lstm`'s; Y_h is h after each direction's
+    last step, dequantized with Y's parameters (Y[T-1] forward, Y[0] backward), Y_c the kernel's float32 cell.
+
+    Quark's kernel has no sequence_lens, initial states or peepholes: ``sequence_lens`` must be absent or equal T
+    for every row and ``P`` absent or zero; in faithful mode ``initial_h`` / ``initial_c`` must be absent or
+    zero, which is where the kernel starts (h at Y's zero point, c at 0); the corrected mode takes them.
+    Otherwise UnsupportedFeatureError names the input."""
+    X = np.asarray(X)
+    T = X.shape[0] if X.ndim == 3 else 0
+    if sequence_lens is not None and np.any(np.asarray(sequence_lens) != T):
+        raise UnsupportedFeatureError(f"sequence_lens: ExtendedLSTM runs every sequence for all T={T} steps (Quark's "
+                                      f"kernel has no sequence_lens), got {np.asarray(sequence_lens).tolist()}")
+    if not _zero(P):
+        raise UnsupportedFeatureError("P: ExtendedLSTM has no peepholes (Quark's kernel ignores P), got non-zero "
+                                      "peephole weights")
+    if mode == "faithful":
+        for name, a in (("initial_h", initial_h), ("initial_c", initial_c)):
+            if not _zero(a):
+                raise UnsupportedFeatureError(f"{name}: Quark's kernel starts from h = Y's zero point and c = 0; a "
+                                              f"non-zero {name} is not expressible in faithful mode (use "
+                                              f"mode='corrected')")
+        initial_h = initial_c = None
+    prepared = NODE_CACHE.get(W, R, B, mode=mode, **kw)
+    return prepared(X, initial_h=initial_h, initial_c=initial_c, return_state=True)
+
+
 def run_node(node, X, W, R, B=None, *, mode: str = "faithful") -> np.ndarray:
     """Run one ExtendedLSTM / VitisLSTM NodeProto on its input arrays; returns Y float32 [T, D, B, H].
 
     In faithful mode the ``direction`` attribute is ignored (as by the kernel); in corrected mode it is used.
+    A node with the optional LSTM inputs and outputs (as Quark's conversion tool leaves them) runs through
+    :func:`run_node_outputs`.
     """
+    _check_node(node)
+    return run_prepared(X, W, R, B, mode=mode, **op_arguments(node_attributes(node)))
+
+
+def _check_node(node) -> None:
     if not is_extended_lstm(node):
         raise AttributeValueError(f"node: expected an ExtendedLSTM node ({OPS}), got {node.domain}::{node.op_type}")
-    if len([o for o in node.output if o]) != 1:
-        raise UnsupportedFeatureError(f"{node.op_type}: exactly one output (Y) is supported by Quark's kernel, "
-                                      f"the node has {len(node.output)}")
-    return run_prepared(X, W, R, B, mode=mode, **op_arguments(node_attributes(node)))
+    if len(node.input) > MAX_INPUTS or len(node.output) > 3 or not node.output or not node.output[0]:
+        raise UnsupportedFeatureError(f"{node.op_type}: expected at most {MAX_INPUTS} inputs (X, W, R, B, "
+                                      f"sequence_lens, initial_h, initial_c, P) and the outputs (Y[, Y_h, Y_c]) "
+                                      f"with Y present, got {len(node.input)} inputs and outputs "
+                                      f"{list(node.output)}")
+
+
+def run_node_outputs(node, *inputs, mode: str = "faithful") -> tuple[np.ndarray, ...]:
+    """Every output the node names (Y, Y_h, Y_c; :func:`node_outputs`) from its input arrays (None or absent
+    for omitted optional inputs)."""
+    _check_node(node)
+    outs = node_outputs(*inputs, mode=mode, **op_arguments(node_attributes(node)))
+    return outs[: len(node.output)]
 
 
 def op_classes(mode: str = "faithful") -> list[type]:
@@ -134,11 +197,8 @@ def op_classes(mode: str = "faithful") -> list[type]:
     if mode not in MODES:
         raise AttributeValueError(f"mode: expected one of {MODES}, got {mode!r}")
 
-    def _run(self, X, W, R, B=None, **_attributes):
-        if len(self.onnx_node.input) > 4:
-            raise UnsupportedFeatureError(f"{self.onnx_node.op_type}: Quark's kernel takes exactly 4 inputs "
-                                          f"(X, W, R, B), the node has {len(self.onnx_node.input)}")
-        return (run_node(self.onnx_node, X, W, R, B, mode=mode),)
+    def _run(self, X, W, R, *optional, **_attributes):
+        return run_node_outputs(self.onnx_node, X, W, R, *optional, mode=mode)
 
     return [type(op_type, (OpRun,), {"op_domain": domain, "_run": _run,
                                      "__doc__": f"{domain}::{op_type} on fusedrnn.quark ({mode})"})

@@ -86,8 +86,9 @@ def growth_panels(results: dict) -> str:
 
 
 def saturation_heatmap(results: dict) -> str | None:
-    """Percent of values at their container's limits, rows (node, direction, tensor / gate), columns targets."""
-    targets = list(results["targets"])
+    """Percent of values at their container's limits, rows (node, direction, tensor / gate), columns the targets
+    that count saturation (the integer ones)."""
+    targets = [t for t, e in results["targets"].items() if any(d.get("saturation") for d in e["nodes"].values())]
     rows: dict[str, dict] = {}
     for j, t in enumerate(targets):
         for n, d in results["targets"][t]["nodes"].items():
@@ -109,7 +110,7 @@ def saturation_heatmap(results: dict) -> str | None:
     for i in range(len(rows)):
         for j in range(len(targets)):
             if np.isfinite(vals[i, j]):
-                ax.text(j, i, f"{vals[i, j]:.2f}", ha="center", va="center", fontsize=6, color="tab:blue")
+                ax.text(j, i, f"{vals[i, j]:.3g}", ha="center", va="center", fontsize=6, color="tab:blue")
     fig.colorbar(im, ax=ax, label="% saturated")
     return _svg(fig)
 

@@ -39,6 +39,22 @@ from .slots import (
 _F32 = np.float32
 
 
+def hybrid_codes(t) -> np.ndarray:
+    """The int8 codes the hybrid kernels read from a weight tensor: INT8 data, or the bytes of UINT8 data read as
+    int8 (``GetTensorData<int8_t>``: the kernels never look at the zero point, only at the scale)."""
+    return np.ascontiguousarray(t.data).view(np.int8)
+
+
+def hybrid_values(t) -> np.ndarray | None:
+    """float32(code · scale) of a hybrid weight vector (peepholes, diagonal recurrence), codes as
+    :func:`hybrid_codes`; float tensors as they are."""
+    if t is None or t.data is None:
+        return None
+    if t.type_name in ("INT8", "UINT8"):
+        return (hybrid_codes(t).astype(_F32) * _F32(per_tensor(t, t.name)[0])).astype(_F32)
+    return np.asarray(t.data, _F32)
+
+
 def _sigmoid(v: np.ndarray) -> np.ndarray:
     return (1.0 / (1.0 + np.exp(-v.astype(np.float64)))).astype(_F32)
 
@@ -51,11 +67,9 @@ class _QuantMatrix:
         blocks, scales, sums = [], [], []
         for t in ts:
             if t.type_name not in ("INT8", "UINT8"):
-                raise UnsupportedFeatureError(f"{name}: hybrid weights must be int8, got {t.type_name}")
-            s, zp = per_tensor(t, name)
-            if t.type_name == "UINT8" or zp != 0:
-                raise UnsupportedFeatureError(f"{name}: only int8 symmetric hybrid weights are implemented")
-            q = np.asarray(t.data, np.int8)
+                raise UnsupportedFeatureError(f"{name}: hybrid weights must be INT8 or UINT8, got {t.type_name}")
+            s, _ = per_tensor(t, name)
+            q = hybrid_codes(t)
             blocks.append(q.T)
             scales.append(np.full(q.shape[0], s, _F32))
             sums.append(q.astype(np.int64).sum(axis=1))
@@ -90,7 +104,7 @@ class HybridLstmKernel:
         self.W = _QuantMatrix([t[INPUT_WEIGHTS[g]] for g in self.gates], "input weights")
         self.A = _QuantMatrix([t.aux[g] for g in self.gates], "aux weights") if self.n_aux else None
         if diag:
-            self.Rdiag = np.concatenate([dequantized(t[RECURRENT_WEIGHTS[g]]) for g in self.gates]).astype(_F32)
+            self.Rdiag = np.concatenate([hybrid_values(t[RECURRENT_WEIGHTS[g]]) for g in self.gates]).astype(_F32)
             self.R = None
         else:
             self.R = _QuantMatrix([t[RECURRENT_WEIGHTS[g]] for g in self.gates], "recurrent weights")
@@ -99,7 +113,7 @@ class HybridLstmKernel:
         self.P = {}
         for g, k in ((GATE[p], k) for p, k in zip(PEEPHOLE_GATES, PEEPHOLES, strict=True)):
             if g in self.gates and t[k] is not None:
-                self.P[g] = dequantized(t[k])  # float32(w_q · s): VectorScalarMultiply
+                self.P[g] = hybrid_values(t[k])  # float32(w_q · s): VectorScalarMultiply
         self.L = {g: dequantized(t[LAYER_NORM[g]]) for g in self.gates} if self.ln else {}
         self.proj = None
         if t.projection:

@@ -11,7 +11,6 @@ n_output != n_cell, is reproduced).
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -44,6 +43,17 @@ from .slots import (
 
 ROUNDINGS = ("double", "single")
 _F32 = np.float32
+
+
+def checked_log2(x: float) -> int | None:
+    """LiteRT's ``CheckedLog2`` in float32: n = round(log(x) · (1 / log 2)) when the fractional part is below 1e-3
+    (the kernel then uses 2^n, e.g. 2^-15 for a cell scale of 2/65535), else None (the kernel refuses)."""
+    x32 = np.float32(x)
+    if not (np.isfinite(x32) and x32 > 0):
+        return None
+    v = np.float32(np.log(x32)) * np.float32(np.float32(1.0) / np.float32(np.log(np.float32(2.0))))
+    r = np.float32(np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)))  # TfLiteRound: half away from zero
+    return int(r) if abs(float(np.float32(v - r))) < 1e-3 else None
 
 
 def _qm(m: float, rounding: str) -> tuple[int, int]:
@@ -86,10 +96,10 @@ class IntegerLstmKernel:
         s_x, zp_x = per_tensor(t["input"], "input")
         s_h, zp_h = per_tensor(t["output_state"], "output_state")
         s_c, _ = per_tensor(t["cell_state"], "cell_state")
-        cs = math.log2(s_c)
-        if cs != int(cs):
-            raise AttributeValueError(f"cell_state: the int16 cell scale must be a power of two, got {s_c!r}")
-        cs = int(cs)
+        cs = checked_log2(s_c)
+        if cs is None:
+            raise AttributeValueError(f"cell_state: the int16 cell scale must be a power of two (log2 within 1e-3 of "
+                                      f"an integer, as LiteRT's CheckedLog2 asks), got {s_c!r}")
         if not 0 <= 15 + cs <= 6:
             raise UnsupportedFeatureError(f"cell_state: scale 2^{cs} needs tanh with {15 + cs} integer bits; TFLite "
                                           f"supports 0..6 (cell scales 2^-15 .. 2^-9)")

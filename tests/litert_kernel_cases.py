@@ -1,0 +1,187 @@
+"""LiteRT's recurrent kernel tests as data (tests/data/litert_kernel_tests, written by
+scripts/extract_litert_kernel_tests.py from the C++ sources) and the models they describe, built with fusedrnn's
+.tflite writer; each model runs on fusedrnn (``litert.load``) and on the LiteRT interpreter when it is installed.
+
+The test harness's weight quantization is reproduced: ``SymmetricQuantizeFloats`` (scale max|w| / 127, codes
+rounded half away from zero, zero point 0), stored as int8 codes in an INT8 tensor or as the same bytes in a
+UINT8 tensor (``SymmetricQuantizeAndPopulate``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+
+import numpy as np
+
+from fusedrnn.numerics.affine import tflite_symmetric_quantize
+from fusedrnn.targets.litert.slots import SLOT_NAMES, const
+from fusedrnn.targets.litert.writer import single_op_model
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "litert_kernel_tests")
+
+
+@functools.cache
+def blocks(stem: str) -> list[dict]:
+    with open(os.path.join(DATA, stem + ".json"), encoding="utf-8") as f:
+        return json.load(f)["blocks"]
+
+
+def block(stem: str, name: str, kind: str | None = None) -> dict:
+    for b in blocks(stem):
+        if b.get("name") == name and (kind is None or b["kind"] == kind):
+            return b
+    raise KeyError(f"{stem}: no block {name!r}")
+
+
+def kernel_tests(stem: str, kinds=("TEST", "TEST_P", "TEST_F")) -> list[dict]:
+    return [b for b in blocks(stem) if b["kind"] in kinds]
+
+
+def flags(b: dict) -> dict:
+    """The ``/*name=*/value`` comments of a block as {name: value} (the first of each name)."""
+    out: dict = {}
+    for k, v in b["flags"]:
+        out.setdefault(k, v)
+    return out
+
+
+def truth(v: str) -> bool:
+    return v.strip() == "true"
+
+
+def flat(a) -> np.ndarray:
+    return np.asarray(a, np.float64).reshape(-1)
+
+
+def interpreter_class():
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:  # pragma: no cover - the interpreter is optional
+        return None
+    return Interpreter
+
+
+# ---- weights as the test harness stores them ------------------------------------------------------------------
+def weight(name: str, values, weight_type: str, shape):
+    """A weight tensor of type FLOAT32, INT8 or UINT8 (symmetric codes, bytes reinterpreted for UINT8)."""
+    v = np.asarray(values, np.float32).reshape(shape)
+    if weight_type == "FLOAT32":
+        return const(name, v)
+    q, s = tflite_symmetric_quantize(v)
+    q = np.asarray(q, np.int8)
+    if weight_type == "UINT8":
+        q = q.view(np.uint8)
+    return const(name, q, float(s), 0)
+
+
+_WEIGHT_SLOTS = set(range(1, 12)) | {16}
+
+
+def lstm_float_model(arrays: dict, *, n_batch: int, n_input: int, n_cell: int, n_output: int, use_cifg: bool,
+                     use_peephole: bool, use_projection_weights: bool, use_projection_bias: bool,
+                     is_layer_norm: bool = False, weight_type: str = "FLOAT32", op: str = "LSTM",
+                     legacy_20_inputs: bool = False, options: dict | None = None, time: int = 1,
+                     time_major: bool = True, recurrent_type: str | None = None, diagonal: bool = False,
+                     version: int | None = None) -> bytes:
+    """A one-op LSTM / UNIDIRECTIONAL_SEQUENCE_LSTM model laid out as the tests' op models lay it out: the slots
+    present by the flags, each set from ``arrays`` (named as the tests name them: ``input_to_input_weights`` with
+    or without a trailing underscore), absent ones zero."""
+    def get(name):
+        for k in (name + "_", name):
+            if k in arrays:
+                return arrays[k]
+        return None
+
+    shapes = {1: (n_cell, n_input), 2: (n_cell, n_input), 3: (n_cell, n_input), 4: (n_cell, n_input),
+              5: (n_cell, n_output), 6: (n_cell, n_output), 7: (n_cell, n_output), 8: (n_cell, n_output),
+              9: (n_cell,), 10: (n_cell,), 11: (n_cell,), 12: (n_cell,), 13: (n_cell,), 14: (n_cell,),
+              15: (n_cell,), 16: (n_output, n_cell), 17: (n_output,), 20: (n_cell,), 21: (n_cell,), 22: (n_cell,),
+              23: (n_cell,)}
+    if diagonal:
+        for k in (5, 6, 7, 8):
+            shapes[k] = (n_cell,)
+    present = set(range(2, 5)) | {6, 7, 8, 13, 14, 15}
+    if not use_cifg:
+        present |= {1, 5, 12}
+    if use_peephole:
+        present |= {10, 11} | (set() if use_cifg else {9})
+    if use_projection_weights:
+        present.add(16)
+    if use_projection_bias:
+        present.add(17)
+    if is_layer_norm:
+        present |= {21, 22, 23} | (set() if use_cifg else {20})
+    names = {k: SLOT_NAMES[k].replace("cell_gate_bias", "cell_gate_bias") for k in range(24)}
+    slots: list = [None] * 24
+    for k in present:
+        v = get(names[k])
+        if v is None and k == 14:
+            v = get("cell_bias")
+        if v is None:
+            v = np.zeros(shapes[k], np.float32)
+        wt = weight_type
+        if k in (5, 6, 7, 8) and recurrent_type is not None:
+            wt = recurrent_type
+        if k in _WEIGHT_SLOTS:
+            slots[k] = weight(names[k], v, wt, shapes[k])
+        else:
+            slots[k] = const(names[k], np.asarray(v, np.float32).reshape(shapes[k]))
+    if op == "LSTM":
+        x_shape, y_shape = (n_batch, n_input), (n_batch, n_output)
+    else:
+        x_shape = (time, n_batch, n_input) if time_major else (n_batch, time, n_input)
+        y_shape = (time, n_batch, n_output) if time_major else (n_batch, time, n_output)
+    slots[0] = const("input", None, type_name="FLOAT32", shape=x_shape)
+    slots[18] = const("output_state", None, type_name="FLOAT32", shape=(n_batch, n_output), is_variable=True)
+    slots[19] = const("cell_state", None, type_name="FLOAT32", shape=(n_batch, n_cell), is_variable=True)
+    if legacy_20_inputs:
+        slots = slots[:20]
+    out = const("output", None, type_name="FLOAT32", shape=y_shape)
+    hybrid = weight_type != "FLOAT32"
+    opts = {"fused_activation_function": "TANH", "cell_clip": 0.0, "proj_clip": 0.0}
+    if op == "LSTM":
+        opts["kernel_type"] = "FULL"
+    else:
+        opts["time_major"] = time_major
+    opts.update(options or {})
+    if version is None:
+        version = 1
+        if hybrid:
+            version = 3 if opts.get("asymmetric_quantize_inputs") else 2
+        if op == "LSTM" and is_layer_norm and not hybrid:
+            version = max(version, 2)
+        if diagonal:
+            version = 4
+    return single_op_model(op, slots, [out], opts, version=version)
+
+
+def run_steps(model: bytes, inputs: list[np.ndarray], *, interpreter: bool) -> list[np.ndarray]:
+    """Run one input after another on fusedrnn (``interpreter=False``) or the LiteRT interpreter, state carried."""
+    if not interpreter:
+        from fusedrnn import litert
+
+        m = litert.load(model)
+        return [np.asarray(m(np.asarray(x, np.float32))) for x in inputs]
+    it = interpreter_class()(model_content=model)
+    it.allocate_tensors()
+    i_in = it.get_input_details()[0]["index"]
+    i_out = it.get_output_details()[0]["index"]
+    out = []
+    for x in inputs:
+        it.set_tensor(i_in, np.asarray(x, np.float32))
+        it.invoke()
+        out.append(it.get_tensor(i_out).copy())
+    return out
+
+
+def parse_tolerance(b: dict, weight_type: str, default: float = 1e-5) -> float:
+    """The test's tolerance for ``weight_type``: its per-type map, a ``/*tolerance=*/`` flag, or the default."""
+    if weight_type in b["tolerances"]:
+        return b["tolerances"][weight_type]
+    for k, v in b["flags"]:
+        if k in ("tolerance", "max_abs_err", "max_abs_error"):
+            return float(re.sub(r"f$", "", v.strip()))
+    return default

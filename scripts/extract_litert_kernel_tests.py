@@ -109,7 +109,7 @@ def _parse_list(s: str):
 def _block(kind: str, header: str, body: str) -> dict:
     text = _COMMENT.sub(" ", body)
     b: dict = {"kind": kind, "header": " ".join(header.split())}
-    m = re.match(r"\w+\s*\(\s*(\w+)\s*,\s*(\w+)", header)
+    m = re.match(r"\w+\s*\(\s*(\w+)\s*,\s*(\w+)", body)
     if kind.startswith("TEST") and m:
         b["suite"], b["name"] = m.group(1), m.group(2)
     elif kind == "INSTANTIATE_TEST_SUITE_P":

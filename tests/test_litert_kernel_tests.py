@@ -6,17 +6,19 @@ ai_edge_litert is installed, through the LiteRT interpreter, and both are held t
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
-
 from litert_kernel_cases import (
+    block,
+    flat,
     flags,
     interpreter_class,
+    kernel_tests,
     lstm_float_model,
     parse_tolerance,
     run_steps,
-    kernel_tests,
     truth,
 )
 
@@ -44,7 +46,8 @@ LSTM_OP_PARAMS = list(itertools.product(("FLOAT32", "UINT8", "INT8"), (False, Tr
 
 @pytest.mark.parametrize("engine", ENGINES, ids=_ids)
 @pytest.mark.parametrize("weight_type,legacy,asym", LSTM_OP_PARAMS,
-                         ids=[f"{w}-{'legacy20' if g else '24'}-{'asym' if a else 'sym'}" for w, g, a in LSTM_OP_PARAMS])
+                         ids=[f"{w}-{'legacy20' if g else '24'}-{'asym' if a else 'sym'}"
+                              for w, g, a in LSTM_OP_PARAMS])
 @pytest.mark.parametrize("case", LSTM_OP_TESTS, ids=[b["name"] for b in LSTM_OP_TESTS])
 def test_lstm_op(case, weight_type, legacy, asym, engine):
     f = flags(case)
@@ -62,3 +65,72 @@ def test_lstm_op(case, weight_type, legacy, asym, engine):
     xs = [np.asarray(step, np.float32).reshape(s["n_batch"], s["n_input"]) for step in a["lstm_input_"]]
     got = run_steps(model, xs, interpreter=engine)
     _check(got, a["lstm_golden_output_"], parse_tolerance(case, weight_type), case["name"])
+
+
+# ---- unidirectional_sequence_lstm_test.cc: the fixtures' float and hybrid tests ------------------------------
+def _fixture_arrays(stem: str, suite: str) -> dict:
+    """The arrays a fixture class (and the classes it derives from) sets in SetUp."""
+    out: dict = {}
+    chain = []
+    name = suite
+    while name:
+        try:
+            b = block(stem, name, "class")
+        except KeyError:
+            break
+        chain.append(b)
+        name = (b.get("base") or [None])[0]
+    for b in reversed(chain):
+        out.update(b["arrays"])
+    return out
+
+
+def _usl_cases():
+    out = []
+    for b in kernel_tests("unidirectional_sequence_lstm_test"):
+        model = [c for c in b["calls"] if c[0].endswith("LSTMOpModel")]
+        verify = [c for c in b["calls"] if c[0] == "VerifyGoldens"]
+        if not model or not verify or b.get("suite") == "IndyLSTMOpTest":
+            continue
+        text = model[0][1]
+        wtypes = re.findall(r"TensorType_(UINT8|INT8)", text) or ["FLOAT32"]
+        for asym in ((False, True) if b["kind"] == "TEST_P" else (False,)):
+            out.append(pytest.param(b, wtypes[0], asym, model[0][0], verify[0][1],
+                                    id=f"{b['suite']}.{b['name']}{'-asym' if asym else ''}"))
+    return out
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("case,weight_type,asym,model_class,verify", _usl_cases())
+def test_unidirectional_sequence_lstm(case, weight_type, asym, model_class, verify, engine):
+    stem = "unidirectional_sequence_lstm_test"
+    a = _fixture_arrays(stem, case["suite"])
+    a.update(case["arrays"])
+    f = flags(case)
+    s = case["scalars"]
+    B, I, T, Hp = s["n_batch"], s["n_input"], s["sequence_length"], s["n_output"]
+    # the layer-norm model's last four shapes: {0} leaves a coefficient out
+    ln_shapes = re.findall(r"\{[^{}]*\}", case["calls"][[c[0] for c in case["calls"]].index(model_class)][1])[-4:]
+    ln = model_class.startswith("LayerNorm") and any(x != "{0}" for x in ln_shapes)
+    model_tm = truth(f.get("time_major", "true"))
+    vflags = dict(re.findall(r"/\*(\w+)=\*/\s*([^,)]+)", verify))
+    feed_tm = truth(vflags.get("time_major", "true"))
+    tol = float(vflags.get("tolerance", "1e-5").rstrip("f"))
+    model = lstm_float_model(
+        a, n_batch=B, n_input=I, n_cell=s["n_cell"], n_output=Hp, use_cifg=truth(f["use_cifg"]),
+        use_peephole=truth(f["use_peephole"]), use_projection_weights=truth(f["use_projection_weights"]),
+        use_projection_bias=truth(f["use_projection_bias"]), is_layer_norm=ln, weight_type=weight_type,
+        op="UNIDIRECTIONAL_SEQUENCE_LSTM", time=T, time_major=model_tm,
+        options={"asymmetric_quantize_inputs": asym, "cell_clip": float(f["cell_clip"]),
+                 "proj_clip": float(f["proj_clip"])})
+    inp = [flat(v) for v in a["lstm_input_"]]
+    gold = [flat(v) for v in a["lstm_golden_output_"]]
+    if feed_tm:
+        x = np.stack([np.stack([inp[b][t * I:(t + 1) * I] for b in range(B)]) for t in range(T)])
+        want = np.stack([np.stack([gold[b][t * Hp:(t + 1) * Hp] for b in range(B)]) for t in range(T)])
+    else:
+        x = np.stack([inp[b][:T * I] for b in range(B)])
+        want = np.stack([gold[b][:T * Hp] for b in range(B)])
+    shape = (T, B, I) if model_tm else (B, T, I)
+    got = run_steps(model, [x.astype(np.float32).reshape(shape)], interpreter=engine)
+    _check(got, [want], tol, case["name"])

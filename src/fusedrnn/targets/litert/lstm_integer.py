@@ -11,7 +11,6 @@ n_output != n_cell, is reproduced).
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...errors import AttributeValueError, UnsupportedFeatureError

@@ -13,7 +13,8 @@ script records
 * ``flags``: the ``/*name=*/value`` comments of the calls, in order (``[name, value-text]``);
 * ``tolerances``: ``{TensorType_X, tol}`` pairs;
 * ``calls``: the argument text of ``VerifyGoldens(...)`` / ``ArrayFloatNear(...)`` / model constructors;
-* ``base``: for a class, the classes it derives from.
+* ``base``: for a class, the classes it derives from;
+* ``values``: for an ``INSTANTIATE_TEST_SUITE_P``, its numeric parameter lists (``std::vector<...>{...}``).
 
 Usage::
 
@@ -117,6 +118,15 @@ def _block(kind: str, header: str, body: str) -> dict:
         b["name"] = header
         b["text"] = " ".join(body.split())[:2000]
         del tail
+        # the parameter values: brace lists after a type (``std::vector<std::vector<int>>{{2, 4}, ...}``)
+        clean = _COMMENT.sub(" ", body)
+        vals = []
+        for mm in re.finditer(r">\s*\{", clean):
+            start = mm.end() - 1
+            inner = clean[start:_matching(clean, start, "{", "}")]
+            if _NUMERIC.match(inner):
+                vals.append(_parse_list(inner))
+        b["values"] = vals
     else:
         m = re.match(r"(?:class|struct)\s+(\w+)\s*(?::\s*([^{]*))?", " ".join(body.split("{")[0].split()))
         if m:

@@ -185,3 +185,34 @@ def parse_tolerance(b: dict, weight_type: str, default: float = 1e-5) -> float:
         if k in ("tolerance", "max_abs_err", "max_abs_error"):
             return float(re.sub(r"f$", "", v.strip()))
     return default
+
+
+def rnn_model(op: str, *, batches: int, units: int, size: int, weights, recurrent_weights, bias,
+              weight_type: str = "FLOAT32", asym: bool = False, time_major: bool = False, seq: int = 1,
+              activation: str = "RELU", shapes=None) -> bytes:
+    """A one-op RNN / UNIDIRECTIONAL_SEQUENCE_RNN model as the tests' op models build it (RELU); ``shapes``
+    (input, weights, recurrent weights, bias, hidden state) overrides the tensors' shapes, zeros filling them."""
+    if shapes is None:
+        x_shape = (batches, size) if op == "RNN" else ((seq, batches, size) if time_major else (batches, seq, size))
+        shapes = [x_shape, (units, size), (units, units), (units,), (batches, units)]
+    x_shape, w_shape, r_shape, b_shape, h_shape = (tuple(s) for s in shapes)
+
+    def fill(v, shape):
+        n = int(np.prod(shape))
+        return np.zeros(shape, np.float32) if v is None else np.asarray(v, np.float32).reshape(-1)[:n].reshape(shape)
+
+    x = const("input", None, type_name="FLOAT32", shape=x_shape)
+    w = weight("weights", fill(weights, w_shape), weight_type, w_shape) if weight_type != "FLOAT16" else \
+        const("weights", fill(weights, w_shape).astype(np.float16))
+    r = weight("recurrent_weights", fill(recurrent_weights, r_shape), weight_type, r_shape) \
+        if weight_type != "FLOAT16" else const("recurrent_weights", fill(recurrent_weights, r_shape).astype(np.float16))
+    b = const("bias", fill(bias, b_shape))
+    h = const("hidden_state", None, type_name="FLOAT32", shape=h_shape, is_variable=True)
+    y_shape = (x_shape[:-1] + (units,)) if len(x_shape) else (units,)
+    y = const("output", None, type_name="FLOAT32", shape=y_shape)
+    opts = {"fused_activation_function": activation, "asymmetric_quantize_inputs": asym}
+    if op != "RNN":
+        opts["time_major"] = time_major
+    hybrid = weight_type in ("INT8", "UINT8")
+    version = (3 if asym else 2) if hybrid else 1
+    return single_op_model(op, [x, w, r, b, h], [y], opts, version=version)

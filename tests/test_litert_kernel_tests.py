@@ -10,14 +10,20 @@ import re
 
 import numpy as np
 import pytest
+from fusedrnn import litert
+from fusedrnn.errors import FusedRNNError
+from fusedrnn.targets.litert.rnn import SequenceGRU
+from fusedrnn.targets.litert.slots import const
 from litert_kernel_cases import (
     block,
+    blocks,
     flat,
     flags,
     interpreter_class,
     kernel_tests,
     lstm_float_model,
     parse_tolerance,
+    rnn_model,
     run_steps,
     truth,
 )
@@ -134,3 +140,103 @@ def test_unidirectional_sequence_lstm(case, weight_type, asym, model_class, veri
     shape = (T, B, I) if model_tm else (B, T, I)
     got = run_steps(model, [x.astype(np.float32).reshape(shape)], interpreter=engine)
     _check(got, [want], tol, case["name"])
+
+
+# ---- basic_rnn_test.cc and unidirectional_sequence_rnn_test.cc ------------------------------------------------
+def _rnn_data(stem: str, prefix: str) -> dict:
+    a = block(stem, None, "preamble")["arrays"]
+    names = {"input": "Input", "golden": "GoldenOutput", "weights": "Weights", "recurrent": "RecurrentWeights",
+             "bias": "Bias"}
+    if prefix == "k":
+        return {k: flat(a[f"kRnn{v}"]) for k, v in names.items()}
+    return {k: flat(a["rnn_" + re.sub(r"(?<!^)([A-Z])", r"_\1", v).lower()]) for k, v in names.items()}
+
+
+BASIC_RNN = [pytest.param("FLOAT32", False, 1e-5, id="BlackBoxTest")] + [
+    pytest.param(w, asym, 0.0104, id=f"BlackBoxTest{w.capitalize()}-{'asym' if asym else 'sym'}")
+    for w in ("UINT8", "INT8") for asym in (False, True)]
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("weight_type,asym,tol", BASIC_RNN)
+def test_basic_rnn(weight_type, asym, tol, engine):
+    names = [b.get("name") for b in kernel_tests("basic_rnn_test")]
+    assert {"BlackBoxTest", "BlackBoxTestUint8", "BlackBoxTestInt8"} <= set(names)
+    flagged = {b["name"]: flags(b) for b in kernel_tests("basic_rnn_test")}
+    if weight_type != "FLOAT32":
+        assert float(flagged[f"BlackBoxTest{weight_type.capitalize()}"]["max_abs_err"]) == tol
+    d = _rnn_data("basic_rnn_test", "rnn")
+    B, U, I = 2, 16, 8
+    model = rnn_model("RNN", batches=B, units=U, size=I, weights=d["weights"], recurrent_weights=d["recurrent"],
+                      bias=d["bias"], weight_type=weight_type, asym=asym)
+    T = d["input"].size // (I * B)
+    xs = [np.tile(d["input"][t * I:(t + 1) * I], (B, 1)).astype(np.float32) for t in range(T)]
+    want = [np.tile(d["golden"][t * U:(t + 1) * U], B) for t in range(T)]
+    _check(run_steps(model, xs, interpreter=engine), want, tol, "basic rnn")
+
+
+USR = [pytest.param(tm, "FLOAT32", False, 1e-5, id=f"{'TimeMajor' if tm else ''}BlackBoxTest") for tm in (False, True)]
+USR += [pytest.param(tm, w, asym, 0.013, id=f"{'TimeMajor' if tm else ''}BlackBoxTestQuantized-{w}-{asym}")
+        for tm in (False, True) for asym in (True, False) for w in ("UINT8", "INT8")]
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("time_major,weight_type,asym,tol", USR)
+def test_unidirectional_sequence_rnn(time_major, weight_type, asym, tol, engine):
+    d = _rnn_data("unidirectional_sequence_rnn_test", "k")
+    B, T, U, I = 2, 16, 16, 8
+    model = rnn_model("UNIDIRECTIONAL_SEQUENCE_RNN", batches=B, units=U, size=I, weights=d["weights"],
+                      recurrent_weights=d["recurrent"], bias=d["bias"], weight_type=weight_type, asym=asym,
+                      time_major=time_major, seq=T)
+    xs = d["input"][:T * I].reshape(T, 1, I).astype(np.float32)
+    gold = d["golden"][:T * U].reshape(T, 1, U)
+    x = np.tile(xs, (1, B, 1)) if time_major else np.tile(xs.transpose(1, 0, 2), (B, 1, 1))
+    want = np.tile(gold, (1, B, 1)) if time_major else np.tile(gold.transpose(1, 0, 2), (B, 1, 1))
+    _check(run_steps(model, [x], interpreter=engine), [want], tol, "sequence rnn")
+
+
+def _invalid_shapes():
+    inst = [b for b in blocks("unidirectional_sequence_rnn_test") if b["kind"] == "INSTANTIATE_TEST_SUITE_P"]
+    return [v for b in inst for v in b["values"]]
+
+
+@pytest.mark.parametrize("shapes", _invalid_shapes(), ids=str)
+def test_unidirectional_sequence_rnn_refuses_what_the_interpreter_cannot_allocate(shapes):
+    model = rnn_model("UNIDIRECTIONAL_SEQUENCE_RNN", batches=2, units=4, size=4, weights=None,
+                      recurrent_weights=None, bias=None, time_major=True, shapes=shapes)
+    with pytest.raises(FusedRNNError):
+        litert.load(model)
+    if HAVE_INTERPRETER:
+        it = interpreter_class()(model_content=model)
+        with pytest.raises(RuntimeError):
+            it.allocate_tensors()
+
+
+def test_unidirectional_sequence_rnn_refuses_float16_weights():
+    """UnsupportedWeightsType: the interpreter allocates the model and refuses to invoke it; fusedrnn refuses it
+    when loading."""
+    shapes = [[2, 2, 4], [4, 4], [4, 4], [4], [2, 4]]
+    model = rnn_model("UNIDIRECTIONAL_SEQUENCE_RNN", batches=2, units=4, size=4, weights=None,
+                      recurrent_weights=None, bias=None, time_major=True, shapes=shapes, weight_type="FLOAT16")
+    with pytest.raises(FusedRNNError):
+        litert.load(model)
+    if HAVE_INTERPRETER:
+        it = interpreter_class()(model_content=model)
+        it.allocate_tensors()
+        with pytest.raises(RuntimeError):
+            it.invoke()
+
+
+# ---- unidirectional_sequence_gru_test.cc (the custom GRU) ------------------------------------------------------
+@pytest.mark.parametrize("engine", [False], ids=_ids)
+def test_gru_simple(engine):
+    b = block("unidirectional_sequence_gru_test", "SimpleTest", "TEST")
+    a, s = b["arrays"], b["scalars"]
+    T, B, I, H = s["n_time"], s["n_batch"], s["n_input"], s["n_output"]
+    op = SequenceGRU(const("gw", np.float32(a["SetGateWeight()"]).reshape(2 * H, I + H)),
+                     const("gb", np.float32(a["SetGateBias()"])),
+                     const("cw", np.float32(a["SetCandidateWeight()"]).reshape(H, I + H)),
+                     const("cb", np.float32(a["SetCandidateBias()"])))
+    y, h = op(np.float32(a["SetInput()"]).reshape(T, B, I), np.float32(a["SetInputState()"]).reshape(B, H))
+    _check([y], [a["ArrayFloatNear()"]], 1e-5, "gru")
+    np.testing.assert_array_equal(h, y[-1])

@@ -131,8 +131,8 @@ def _block(kind: str, header: str, body: str) -> dict:
         m = re.match(r"(?:class|struct)\s+(\w+)\s*(?::\s*([^{]*))?", " ".join(body.split("{")[0].split()))
         if m:
             b["name"] = m.group(1)
-            b["base"] = re.findall(r"(?:public|protected|private)\s+([\w:<>, ]+?)(?=,\s*(?:public|protected|private)|$)",
-                                   (m.group(2) or "").strip())
+            access = r"(?:public|protected|private)"
+            b["base"] = re.findall(access + r"\s+([\w:<>, ]+?)(?=,\s*" + access + r"|$)", (m.group(2) or "").strip())
     arrays: dict = {}
     for mm in _INIT.finditer(text):
         start = mm.end() - 1

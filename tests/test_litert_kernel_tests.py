@@ -10,15 +10,11 @@ import re
 
 import numpy as np
 import pytest
-from fusedrnn import litert
-from fusedrnn.errors import FusedRNNError
-from fusedrnn.targets.litert.rnn import SequenceGRU
-from fusedrnn.targets.litert.slots import const
 from litert_kernel_cases import (
     block,
     blocks,
-    flat,
     flags,
+    flat,
     interpreter_class,
     kernel_tests,
     lstm_float_model,
@@ -27,6 +23,11 @@ from litert_kernel_cases import (
     run_steps,
     truth,
 )
+
+from fusedrnn import litert
+from fusedrnn.errors import FusedRNNError
+from fusedrnn.targets.litert.rnn import SequenceGRU
+from fusedrnn.targets.litert.slots import const
 
 HAVE_INTERPRETER = interpreter_class() is not None
 ENGINES = [False, True] if HAVE_INTERPRETER else [False]

@@ -241,3 +241,36 @@ def test_gru_simple(engine):
     y, h = op(np.float32(a["SetInput()"]).reshape(T, B, I), np.float32(a["SetInputState()"]).reshape(B, H))
     _check([y], [a["ArrayFloatNear()"]], 1e-5, "gru")
     np.testing.assert_array_equal(h, y[-1])
+
+
+# ---- state set from outside (the tests' SetInput on a state tensor) ------------------------------------------
+@pytest.mark.skipif(not HAVE_INTERPRETER, reason="needs the LiteRT interpreter")
+@pytest.mark.parametrize("weight_type", ["FLOAT32", "INT8", "UINT8"])
+def test_set_state_as_the_interpreter_sets_a_variable_tensor(weight_type):
+    case = next(b for b in LSTM_OP_TESTS if b["name"] == "NoCifg_Peephole_Projection_NoLayerNorm")
+    f, s, a = flags(case), case["scalars"], case["arrays"]
+    B, I, H, Hp = s["n_batch"], s["n_input"], s["n_cell"], s["n_output"]
+    model = lstm_float_model(a, n_batch=B, n_input=I, n_cell=H, n_output=Hp, use_cifg=truth(f["use_cifg"]),
+                             use_peephole=True, use_projection_weights=True, use_projection_bias=False,
+                             weight_type=weight_type)
+    rng = np.random.default_rng(7)
+    h0 = rng.uniform(-1, 1, (B, Hp)).astype(np.float32)
+    c0 = rng.uniform(-2, 2, (B, H)).astype(np.float32)
+    xs = [np.asarray(x, np.float32).reshape(B, I) for x in a["lstm_input_"]]
+    it = interpreter_class()(model_content=model)
+    it.allocate_tensors()
+    var = {d["name"]: d["index"] for d in it.get_tensor_details()}
+    it.set_tensor(var["output_state"], h0)
+    it.set_tensor(var["cell_state"], c0)
+    m = litert.load(model)
+    (op,) = m.ops
+    op.set_state(h0, c0)
+    for x in xs:
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        want = it.get_tensor(it.get_output_details()[0]["index"])
+        np.testing.assert_allclose(m(x), want, rtol=0, atol=1e-5)
+    with pytest.raises(FusedRNNError):
+        op.set_state(h0)
+    with pytest.raises(FusedRNNError):
+        op.set_state(h0[:, :1], c0)

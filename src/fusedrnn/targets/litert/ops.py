@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, UnsupportedFeatureError
+from ...errors import DTypeError, InputError, ShapeError, UnsupportedFeatureError
 from .lstm_float import FloatLstmKernel
 from .lstm_hybrid import HybridLstmKernel
 from .lstm_integer import IntegerLstmKernel
@@ -53,6 +53,39 @@ class _Stateful:
     def reset(self) -> None:
         """Forget the carried state (``interpreter.reset_all_variables()``)."""
         self.state = None
+
+    def _kernels(self) -> list:
+        return [self.fw, self.bw] if hasattr(self, "bw") else [self.kernel]
+
+    def set_state(self, *arrays) -> None:
+        """Set the variable tensors the next call starts from, as ``SetInput`` on a state tensor (or
+        ``interpreter.set_tensor`` on it) does: LSTM ``(h, c)``, bidirectional LSTM ``(fw_h, fw_c, bw_h, bw_c)``,
+        RNN ``(h,)``, bidirectional RNN ``(fw_h, bw_h)``; each [batch, width] of the state's dtype (int8 h and int16
+        c for the 8x8_16 LSTM). The batch size is the arrays'; ``reset()`` goes back to the initial state."""
+        kernels = self._kernels()
+        if not arrays:
+            raise InputError("state: expected the op's state arrays, got none")
+        B = np.shape(arrays[0])[0] if np.ndim(arrays[0]) else 0
+        templates = [k.initial_state(B) for k in kernels]
+        n = sum(len(t) for t in templates)
+        if len(arrays) != n:
+            raise InputError(f"state: this op holds {n} state tensor(s) ({self.name}), got {len(arrays)}")
+        it = iter(arrays)
+        state = []
+        for tmpl in templates:
+            parts = []
+            for j, t in enumerate(tmpl):
+                a = np.asarray(next(it))
+                if a.shape != t.shape:
+                    raise ShapeError(f"state[{len(parts) + j}]: expected shape {t.shape} [batch, width], got {a.shape}")
+                if a.dtype != t.dtype:
+                    if t.dtype.kind == "f" and a.dtype.kind in "fiu":
+                        a = a.astype(t.dtype)
+                    else:
+                        raise DTypeError(f"state: expected {t.dtype} values, got {a.dtype}")
+                parts.append(np.array(a, t.dtype))
+            state.append(tuple(parts))
+        self.state = state
 
     def _state_for(self, kernels, B: int):
         if self.state is None:

@@ -216,3 +216,41 @@ def rnn_model(op: str, *, batches: int, units: int, size: int, weights, recurren
     hybrid = weight_type in ("INT8", "UINT8")
     version = (3 if asym else 2) if hybrid else 1
     return single_op_model(op, [x, w, r, b, h], [y], opts, version=version)
+
+
+def bi_rnn_model(*, batches: int, seq: int, units: int, size: int, weights, recurrent_weights, bias,
+                 quantize: bool, asym: bool, time_major: bool, merge: bool) -> bytes:
+    """The BIDIRECTIONAL_SEQUENCE_RNN of bidirectional_sequence_rnn_test.cc without aux input (RELU; UINT8
+    weights when ``quantize``), fw and bw with the same weights."""
+    wt = "UINT8" if quantize else "FLOAT32"
+    x_shape = (seq, batches, size) if time_major else (batches, seq, size)
+    ins = [const("input", None, type_name="FLOAT32", shape=x_shape)]
+    for d in ("fw", "bw"):
+        ins += [weight(f"{d}_weights", weights, wt, (units, size)),
+                weight(f"{d}_recurrent_weights", recurrent_weights, wt, (units, units)),
+                const(f"{d}_bias", np.asarray(bias, np.float32).reshape(units)),
+                const(f"{d}_hidden_state", None, type_name="FLOAT32", shape=(batches, units), is_variable=True)]
+    ins += [None, None, None]
+
+    def out(name, n):
+        return const(name, None, type_name="FLOAT32", shape=(seq, batches, n) if time_major else (batches, seq, n))
+
+    outs = [out("output", 2 * units)] if merge else [out("fw_output", units), out("bw_output", units)]
+    opts = {"time_major": time_major, "fused_activation_function": "RELU", "merge_outputs": merge,
+            "asymmetric_quantize_inputs": asym}
+    return single_op_model("BIDIRECTIONAL_SEQUENCE_RNN", ins, outs, opts,
+                           version=(3 if asym else 2) if quantize else 1)
+
+
+def run_outputs(model: bytes, x: np.ndarray, *, interpreter: bool) -> list[np.ndarray]:
+    """All outputs of one call (fusedrnn or the interpreter)."""
+    if not interpreter:
+        from fusedrnn import litert
+
+        y = litert.load(model)(np.asarray(x, np.float32))
+        return [np.asarray(v) for v in (y if isinstance(y, tuple) else (y,))]
+    it = interpreter_class()(model_content=model)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], np.asarray(x, np.float32))
+    it.invoke()
+    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]

@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 from litert_kernel_cases import (
+    bi_rnn_model,
     block,
     blocks,
     flags,
@@ -20,6 +21,7 @@ from litert_kernel_cases import (
     lstm_float_model,
     parse_tolerance,
     rnn_model,
+    run_outputs,
     run_steps,
     truth,
 )
@@ -274,3 +276,49 @@ def test_set_state_as_the_interpreter_sets_a_variable_tensor(weight_type):
         op.set_state(h0)
     with pytest.raises(FusedRNNError):
         op.set_state(h0[:, :1], c0)
+
+
+# ---- bidirectional_sequence_rnn_test.cc: the closed-box tests without aux input ------------------------------
+def _bi_rnn_tolerance(b: dict, quantize: bool) -> float:
+    text = next(c[1] for c in b["calls"] if c[0] == "ArrayFloatNear")
+    m = re.search(r"quantize_weights \? ([\w.+-]+) : ([\w.+-]+)", text)
+    if m is None:
+        return 1e-5
+    v = m.group(1 if quantize else 2)
+    return float(b["scalars"][v]) if v in b["scalars"] else float(v)
+
+
+BI_RNN = []
+for _name, _tm, _merge in (("ClosedBoxTest", False, False), ("ClosedBoxTestTimeMajor", True, False),
+                           ("ClosedBoxTestMergeOutputs", False, True), ("ClosedBoxTestTimeMajorMergeOutputs", True,
+                                                                        True)):
+    _b = block("bidirectional_sequence_rnn_test", _name)
+    _params = list(itertools.product((False, True), (False, True))) if _b["kind"] == "TEST_P" else [(False, False)]
+    BI_RNN += [pytest.param(_b, _tm, _merge, q, asym, id=f"{_name}-{'uint8' if q else 'float'}-{asym}")
+               for q, asym in _params]
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("case,time_major,merge,quantize,asym", BI_RNN)
+def test_bidirectional_sequence_rnn(case, time_major, merge, quantize, asym, engine):
+    a = block("bidirectional_sequence_rnn_test", None, "preamble")["arrays"]
+    B, T, U, I = 2, 16, 16, 8
+    model = bi_rnn_model(batches=B, seq=T, units=U, size=I, weights=a["weights"],
+                         recurrent_weights=a["recurrent_weights"], bias=a["biases"], quantize=quantize, asym=asym,
+                         time_major=time_major, merge=merge)
+    x1 = flat(a["rnn_input"])[:T * I].reshape(T, 1, I)
+    fw = flat(a["rnn_golden_fw_output"])[:T * U].reshape(T, 1, U)
+    bw = flat(a["rnn_golden_bw_output"])[:T * U].reshape(T, 1, U)
+    x = np.tile(x1, (1, B, 1)) if time_major else np.tile(x1.transpose(1, 0, 2), (B, 1, 1))
+
+    def layout(v):
+        return np.tile(v, (1, B, 1)) if time_major else np.tile(v.transpose(1, 0, 2), (B, 1, 1))
+
+    got = run_outputs(model, x.astype(np.float32), interpreter=engine)
+    tol = _bi_rnn_tolerance(case, quantize)
+    if merge:
+        _check(got, [np.concatenate([layout(fw), layout(bw)], axis=2)], tol, case["name"])
+    elif time_major:  # the time-major test checks the forward output
+        _check(got[:1], [layout(fw)], tol, case["name"])
+    else:
+        _check(got, [layout(fw), layout(bw)], tol, case["name"])

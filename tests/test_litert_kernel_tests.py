@@ -322,3 +322,28 @@ def test_bidirectional_sequence_rnn(case, time_major, merge, quantize, asym, eng
         _check(got[:1], [layout(fw)], tol, case["name"])
     else:
         _check(got, [layout(fw), layout(bw)], tol, case["name"])
+
+
+# ---- optional_tensor_test.cc: a model with omitted optional inputs is read back whole ---------------------------
+def test_optional_tensors_are_read_as_absent():
+    b = block("optional_tensor_test", "BlackBoxTestWithCifgWithPeepholeNoProjectionNoClipping")
+    f, s = flags(b), b["scalars"]
+    arrays = {re.sub(r"(?<!^)([A-Z])", r"_\1", k[3:-2]).lower(): v for k, v in b["arrays"].items()
+              if k.startswith("Set") and k.endswith("()")}
+    assert {"input_to_cell_weights", "cell_to_output_weights"} <= set(arrays)
+    cifg, peephole = truth(f["use_cifg"]), truth(f["use_peephole"])
+    model = lstm_float_model(arrays, n_batch=s["n_batch"], n_input=s["n_input"], n_cell=s["n_cell"],
+                             n_output=s["n_output"], use_cifg=cifg, use_peephole=peephole,
+                             use_projection_weights=truth(f["use_projection_weights"]),
+                             use_projection_bias=truth(f["use_projection_bias"]), legacy_20_inputs=True)
+    info = litert.read_model(model)
+    (op,) = info.ops
+    absent = [k for k, i in enumerate(op.inputs) if i < 0]
+    assert absent == [1, 5, 9, 12, 16, 17]  # CIFG's input gate, its peephole, no projection
+    k = litert.load(model).ops[0].kernel
+    assert (k.n_input, k.n_cell, k.n_output) == (s["n_input"], s["n_cell"], s["n_output"])
+    if HAVE_INTERPRETER:
+        it = interpreter_class()(model_content=model)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], np.zeros((s["n_batch"], s["n_input"]), np.float32))
+        it.invoke()

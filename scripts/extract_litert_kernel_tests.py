@@ -2,7 +2,7 @@
 tolerances) from the C++ sources of google-ai-edge/LiteRT into tests/data/litert_kernel_tests/<file>.json.
 
 The C++ test files are read as text, never compiled or run. Each file is cut into its top-level blocks (the
-file-scope preamble, a
+file-scope preamble, a top-level helper ``function``, a
 ``TEST``/``TEST_P``/``TEST_F`` body, a fixture ``class``, an ``INSTANTIATE_TEST_SUITE_P``); for each block the
 script records
 
@@ -40,9 +40,10 @@ FILES = (
 KERNELS = "tflite/kernels"
 OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "litert_kernel_tests")
 
-_HEAD = re.compile(r"^(TEST_P|TEST_F|TEST|INSTANTIATE_TEST_SUITE_P|class|struct)\b[^\n]*", re.M)
+_HEAD = re.compile(r"^(TEST_P|TEST_F|TEST|INSTANTIATE_TEST_SUITE_P|class|struct|(?:std::[^\n(]*?|void|bool)\s(?=\w+\())"
+                   r"[^\n]*", re.M)
 _COMMENT = re.compile(r"//[^\n]*|/\*(?!\s*\w+\s*=\s*\*/).*?\*/", re.S)
-_INIT = re.compile(r"(\w+)\s*(?:\[[^\]]*\])?\s*(=\s*|\(\s*)?\{")
+_INIT = re.compile(r"(\w+)\s*(?:\[[^\]]*\])*\s*(=\s*|\(\s*)?\{")
 _NUMERIC = re.compile(r"^[\s\d.\-+eExXa-fA-F,{}()uUlL]*$")
 _SCALAR = re.compile(r"(?:const|constexpr)\s+(?:static\s+)?(?:int|int32_t|int64_t|float|double|bool|size_t)\s+(\w+)"
                      r"\s*=\s*([-+\w.]+)\s*;")
@@ -127,6 +128,8 @@ def _block(kind: str, header: str, body: str) -> dict:
             if _NUMERIC.match(inner):
                 vals.append(_parse_list(inner))
         b["values"] = vals
+    elif kind == "function":
+        b["name"] = re.search(r"(\w+)\s*\($", header.split("(")[0] + "(").group(1)
     else:
         m = re.match(r"(?:class|struct)\s+(\w+)\s*(?::\s*([^{]*))?", " ".join(body.split("{")[0].split()))
         if m:
@@ -169,7 +172,10 @@ def parse_file(text: str) -> list[dict]:
         body = text[m.start():end]
         if m.group(1) in ("class", "struct") and "{" not in body.split(";")[0]:
             continue  # a forward declaration
-        blocks.append(_block(m.group(1), m.group(0), body))
+        kind = m.group(1)
+        if kind not in ("TEST_P", "TEST_F", "TEST", "INSTANTIATE_TEST_SUITE_P", "class", "struct"):
+            kind = "function"
+        blocks.append(_block(kind, m.group(0), body))
     return blocks
 
 

@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import re
+from dataclasses import replace
 
 import numpy as np
 
@@ -80,17 +81,16 @@ def weight(name: str, values, weight_type: str, shape):
 _WEIGHT_SLOTS = set(range(1, 12)) | {16}
 
 
-def lstm_float_model(arrays: dict, *, n_batch: int, n_input: int, n_cell: int, n_output: int, use_cifg: bool,
-                     use_peephole: bool, use_projection_weights: bool, use_projection_bias: bool,
-                     is_layer_norm: bool = False, weight_type: str = "FLOAT32", op: str = "LSTM",
-                     legacy_20_inputs: bool = False, options: dict | None = None, time: int = 1,
-                     time_major: bool = True, recurrent_type: str | None = None, diagonal: bool = False,
-                     version: int | None = None) -> bytes:
-    """A one-op LSTM / UNIDIRECTIONAL_SEQUENCE_LSTM model laid out as the tests' op models lay it out: the slots
-    present by the flags, each set from ``arrays`` (named as the tests name them: ``input_to_input_weights`` with
-    or without a trailing underscore), absent ones zero."""
+def lstm_slots(arrays: dict, *, n_input: int, n_cell: int, n_output: int, use_cifg: bool, use_peephole: bool,
+               use_projection_weights: bool, use_projection_bias: bool, is_layer_norm: bool = False,
+               weight_type: str = "FLOAT32", recurrent_type: str | None = None, diagonal: bool = False,
+               projection_type: str | None = None) -> list:
+    """The constant slots 1-17 and 20-23 of one LSTM direction laid out as the tests' op models lay them out: the
+    slots present by the flags, each set from ``arrays`` (named as the tests name them: ``input_to_input_weights``
+    with or without a trailing underscore, or the setter ``SetInputToInputWeights()``), absent values zero."""
     def get(name):
-        for k in (name + "_", name):
+        setter = "Set" + "".join(w.capitalize() for w in name.split("_")) + "()"
+        for k in (name + "_", name, setter, setter.replace("CellGateBias", "CellBias")):
             if k in arrays:
                 return arrays[k]
         return None
@@ -114,10 +114,10 @@ def lstm_float_model(arrays: dict, *, n_batch: int, n_input: int, n_cell: int, n
         present.add(17)
     if is_layer_norm:
         present |= {21, 22, 23} | (set() if use_cifg else {20})
-    names = {k: SLOT_NAMES[k].replace("cell_gate_bias", "cell_gate_bias") for k in range(24)}
     slots: list = [None] * 24
     for k in present:
-        v = get(names[k])
+        name = SLOT_NAMES[k]
+        v = get(name)
         if v is None and k == 14:
             v = get("cell_bias")
         if v is None:
@@ -125,10 +125,26 @@ def lstm_float_model(arrays: dict, *, n_batch: int, n_input: int, n_cell: int, n
         wt = weight_type
         if k in (5, 6, 7, 8) and recurrent_type is not None:
             wt = recurrent_type
+        if k == 16 and projection_type is not None:
+            wt = projection_type
         if k in _WEIGHT_SLOTS:
-            slots[k] = weight(names[k], v, wt, shapes[k])
+            slots[k] = weight(name, v, wt, shapes[k])
         else:
-            slots[k] = const(names[k], np.asarray(v, np.float32).reshape(shapes[k]))
+            slots[k] = const(name, np.asarray(v, np.float32).reshape(shapes[k]))
+    return slots
+
+
+def lstm_float_model(arrays: dict, *, n_batch: int, n_input: int, n_cell: int, n_output: int, use_cifg: bool,
+                     use_peephole: bool, use_projection_weights: bool, use_projection_bias: bool,
+                     is_layer_norm: bool = False, weight_type: str = "FLOAT32", op: str = "LSTM",
+                     legacy_20_inputs: bool = False, options: dict | None = None, time: int = 1,
+                     time_major: bool = True, recurrent_type: str | None = None, diagonal: bool = False,
+                     version: int | None = None) -> bytes:
+    """A one-op LSTM / UNIDIRECTIONAL_SEQUENCE_LSTM model (:func:`lstm_slots`, float32 input and states)."""
+    slots = lstm_slots(arrays, n_input=n_input, n_cell=n_cell, n_output=n_output, use_cifg=use_cifg,
+                       use_peephole=use_peephole, use_projection_weights=use_projection_weights,
+                       use_projection_bias=use_projection_bias, is_layer_norm=is_layer_norm,
+                       weight_type=weight_type, recurrent_type=recurrent_type, diagonal=diagonal)
     if op == "LSTM":
         x_shape, y_shape = (n_batch, n_input), (n_batch, n_output)
     else:
@@ -252,5 +268,65 @@ def run_outputs(model: bytes, x: np.ndarray, *, interpreter: bool) -> list[np.nd
     it = interpreter_class()(model_content=model)
     it.allocate_tensors()
     it.set_tensor(it.get_input_details()[0]["index"], np.asarray(x, np.float32))
+    it.invoke()
+    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+
+
+def bi_lstm_model(arrays: dict, *, n_batch: int, n_input: int, n_cell: int, n_output: int, seq: int,
+                  use_cifg: bool, use_peephole: bool, use_projection_weights: bool, use_projection_bias: bool,
+                  merge: bool, time_major: bool, quantize: bool = False, asym: bool = False, n_aux_input: int = 0,
+                  aux_weights: bool = True, aux_shape=None, cell_clip: float = 0.0, proj_clip: float = 0.0) -> bytes:
+    """The BIDIRECTIONAL_SEQUENCE_LSTM of bidirectional_sequence_lstm_test.cc: fw and bw with the same weights
+    (UINT8 when ``quantize``, except the forward projection, which the test model declares FLOAT32), states of
+    shape [n * batch], aux input (and, with ``aux_weights``, its weights ``SetAuxInputTo*Weights()``) when
+    ``n_aux_input``."""
+    wt = "UINT8" if quantize else "FLOAT32"
+    kw = dict(n_input=n_input, n_cell=n_cell, n_output=n_output, use_cifg=use_cifg, use_peephole=use_peephole,
+              use_projection_weights=use_projection_weights, use_projection_bias=use_projection_bias,
+              weight_type=wt)
+    fw = lstm_slots(arrays, projection_type="FLOAT32", **kw)
+    bw = lstm_slots(arrays, **kw)
+
+    def seq_shape(n):
+        return (seq, n_batch, n) if time_major else (n_batch, seq, n)
+
+    ins: list = [None] * 48
+    ins[0] = const("input", None, type_name="FLOAT32", shape=seq_shape(n_input))
+    for k in range(1, 18):
+        ins[k] = None if fw[k] is None else replace(fw[k], name="fw_" + fw[k].name)
+        ins[k + 17] = None if bw[k] is None else replace(bw[k], name="bw_" + bw[k].name)
+    for j, (d, n) in enumerate((("fw", n_output), ("fw", n_cell), ("bw", n_output), ("bw", n_cell))):
+        ins[35 + j] = const(f"{d}_state_{j}", None, type_name="FLOAT32", shape=(n * n_batch,), is_variable=True)
+    if n_aux_input:
+        ins[39] = const("aux_input", None, type_name="FLOAT32",
+                        shape=tuple(aux_shape) if aux_shape is not None else seq_shape(n_aux_input))
+        if aux_weights:
+            for d, base in (("fw", 40), ("bw", 44)):
+                for j, g in enumerate(("Input", "Forget", "Cell", "Output")):
+                    v = arrays.get(f"SetAuxInputTo{g}Weights()")
+                    if v is None:
+                        v = np.zeros(n_cell * n_aux_input, np.float32)
+                    ins[base + j] = weight(f"{d}_aux_input_to_{g.lower()}_weights", v, wt, (n_cell, n_aux_input))
+    outs = [const("fw_output", None, type_name="FLOAT32", shape=seq_shape(2 * n_output if merge else n_output))]
+    if not merge:
+        outs.append(const("bw_output", None, type_name="FLOAT32", shape=seq_shape(n_output)))
+    opts = {"fused_activation_function": "TANH", "cell_clip": cell_clip, "proj_clip": proj_clip,
+            "merge_outputs": merge, "time_major": time_major, "asymmetric_quantize_inputs": asym}
+    return single_op_model("BIDIRECTIONAL_SEQUENCE_LSTM", ins, outs, opts,
+                           version=(3 if asym else 2) if quantize else 1)
+
+
+def run_inputs(model: bytes, xs: list[np.ndarray], *, interpreter: bool) -> list[np.ndarray]:
+    """All outputs of one call with several graph inputs (fusedrnn or the interpreter)."""
+    xs = [np.asarray(x, np.float32) for x in xs]
+    if not interpreter:
+        from fusedrnn import litert
+
+        y = litert.load(model)(*xs)
+        return [np.asarray(v) for v in (y if isinstance(y, tuple) else (y,))]
+    it = interpreter_class()(model_content=model)
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), xs, strict=True):
+        it.set_tensor(d["index"], x)
     it.invoke()
     return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]

@@ -11,6 +11,9 @@ import re
 import numpy as np
 import pytest
 from litert_kernel_cases import (
+    bi_lstm_model as _bi_lstm_model,
+)
+from litert_kernel_cases import (
     bi_rnn_model,
     block,
     blocks,
@@ -21,6 +24,7 @@ from litert_kernel_cases import (
     lstm_float_model,
     parse_tolerance,
     rnn_model,
+    run_inputs,
     run_outputs,
     run_steps,
     truth,
@@ -347,3 +351,145 @@ def test_optional_tensors_are_read_as_absent():
         it.allocate_tensors()
         it.set_tensor(it.get_input_details()[0]["index"], np.zeros((s["n_batch"], s["n_input"]), np.float32))
         it.invoke()
+
+
+# ---- bidirectional_sequence_lstm_test.cc --------------------------------------------------------------------
+BI_LSTM_STEM = "bidirectional_sequence_lstm_test"
+
+
+def _bi_lstm_build(b: dict, quantize: bool, asym: bool, **over) -> bytes:
+    f, s = flags(b), b["scalars"]
+    kw = dict(n_batch=s["n_batch"], n_input=s["n_input"], n_cell=s["n_cell"], n_output=s["n_output"],
+              seq=s["sequence_length"], use_cifg=truth(f["use_cifg"]), use_peephole=truth(f["use_peephole"]),
+              use_projection_weights=truth(f["use_projection_weights"]),
+              use_projection_bias=truth(f["use_projection_bias"]), merge=truth(f["merge_outputs"]),
+              time_major=truth(f.get("time_major", "true")), quantize=quantize, asym=asym)
+    if truth(f["use_aux_input"]):
+        kw["n_aux_input"] = s.get("n_aux_input", s["n_input"])
+        kw["aux_weights"] = truth(f.get("use_aux_input_weights", "true"))
+    kw.update(over)
+    return _bi_lstm_model(b["arrays"], **kw)
+
+
+def _bi_params(b: dict):
+    return list(itertools.product((False, True), (False, True))) if b["kind"] == "TEST_P" else [(False, False)]
+
+
+def _bi_cases(names):
+    out = []
+    for name in names:
+        b = block(BI_LSTM_STEM, name)
+        out += [pytest.param(b, q, asym, id=f"{name}-{'uint8' if q else 'float'}-{asym}") for q, asym in _bi_params(b)]
+    return out
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("case,quantize,asym", _bi_cases([
+    "BlackBoxTestNoCifgNoPeepholeNoProjectionNoClipping", "BlackBoxTestMergedOutput",
+    "BlackBoxTestNoCifgNoPeepholeNoProjectionNoClippingReverse",
+    "BlackBoxTestWithCifgWithPeepholeNoProjectionNoClipping",
+    "BlackBoxTestWithCifgWithPeepholeNoProjectionNoClippingReversed", "BlackBoxTestWithAuxInputZeroAuxWeight",
+    "BlackBoxTestWithAuxInput"]))
+def test_bidirectional_lstm_small(case, quantize, asym, engine):
+    """The n_batch 1-2, n_cell 4 tests: fw / bw (or merged) outputs against the goldens; the Reverse tests feed
+    the reversed sequence and expect each direction's golden reversed in time in the other direction."""
+    a, s = case["arrays"], case["scalars"]
+    T, B, I, H = s["sequence_length"], s["n_batch"], s["n_input"], s["n_output"]
+    model = _bi_lstm_build(case, quantize, asym)
+    rev = "lstm_input_reversed" in a
+    x = flat(a["lstm_input_reversed" if rev else "lstm_input"])[:T * B * I].reshape(T, B, I)
+    ins = [x]
+    if truth(flags(case)["use_aux_input"]):
+        ins.append(x)  # SetAuxInput with the same values
+    got = run_inputs(model, ins, interpreter=engine)
+    fw = flat(a["lstm_fw_golden_output"])[:T * B * H].reshape(T, B, H)
+    bw = flat(a["lstm_bw_golden_output"])[:T * B * H].reshape(T, B, H)
+    tol = 1e-2 if quantize else 1e-5
+    if truth(flags(case)["merge_outputs"]):
+        _check(got, [np.concatenate([fw, bw], axis=2)], tol, case["name"])
+    elif rev:
+        _check(got, [bw[::-1], fw[::-1]], tol, case["name"])
+    else:
+        _check(got, [fw, bw], tol, case["name"])
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("name", ["BlackBoxTestWithPeepholeWithProjectionNoClipping",
+                                  "BlackBoxTestWithPeepholeWithProjectionNoClippingBatchMajor"])
+def test_bidirectional_lstm_peephole_projection(name, engine):
+    """n_cell 20, n_output 16, two batch rows: the forward output and fw + bw against the combined golden."""
+    b = block(BI_LSTM_STEM, name)
+    a, s = b["arrays"], b["scalars"]
+    T, B, I, H = s["sequence_length"], s["n_batch"], s["n_input"], s["n_output"]
+    tm = truth(flags(b)["time_major"])
+    xin = np.asarray(a["lstm_input"], np.float64).reshape(B, T, I)
+    fw = np.asarray(a["lstm_fw_golden_output"], np.float64).reshape(B, T, H)
+    comb = np.asarray(a["lstm_combined_golden_output"], np.float64).reshape(B, T, H)
+    if tm:
+        xin, fw, comb = (v.transpose(1, 0, 2) for v in (xin, fw, comb))
+    got = run_inputs(_bi_lstm_build(b, False, False), [xin], interpreter=engine)
+    _check([got[0]], [fw], 1e-5, name)
+    _check([got[0] + got[1]], [comb], 1e-5, name)
+
+
+def _aux_different_size_inputs(time_major: bool, n_batch: int):
+    """TestAuxInputWithDifferentSize's inputs: x[b, t, i] = 0.5 (b + 1) + 0.1 t + 0.02 i and
+    aux[b, t] = 0.2 (b + 1) + 0.1 t (n_input 2, one aux feature, 3 steps)."""
+    T, I = 3, 2
+    b = np.arange(n_batch)[:, None, None]
+    t = np.arange(T)[None, :, None]
+    x = (np.float32(0.5) * (b + 1) + np.float32(0.1) * t + np.float32(0.02) * np.arange(I)).astype(np.float32)
+    aux = (np.float32(0.2) * (b + 1) + np.float32(0.1) * t).astype(np.float32)
+    if time_major:
+        x, aux = x.transpose(1, 0, 2), aux.transpose(1, 0, 2)
+    return x, aux
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("case,quantize,asym", _bi_cases(["BlackBoxTestWithAuxInputDifferentSize",
+                                                          "BlackBoxTestWithAuxInputBatchMajorDifferentSize"]))
+def test_bidirectional_lstm_aux_input_of_another_size(case, quantize, asym, engine):
+    helper = block(BI_LSTM_STEM, "TestAuxInputWithDifferentSize", "function")
+    f = dict(flags(case))
+    tm, B = truth(f["time_major"]), int(f["n_batch"])
+    hs = helper["scalars"]
+    model = _bi_lstm_build(helper | {"scalars": {**hs, "n_batch": B}}, quantize, asym, time_major=tm,
+                           n_aux_input=hs["n_aux_input"], aux_weights=True)
+    x, aux = _aux_different_size_inputs(tm, B)
+    got = run_inputs(model, [x, aux], interpreter=engine)
+    tol = 1e-2 if quantize else 1e-5
+    _check(got, [case["arrays"]["fw_expected"], case["arrays"]["bw_expected"]], tol, case["name"])
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("case,quantize,asym", _bi_cases(["BlackBoxTestWithAuxInputNoAuxWeights"]))
+def test_bidirectional_lstm_aux_input_without_weights_runs(case, quantize, asym, engine):
+    s = case["scalars"]
+    x = flat(case["arrays"]["lstm_input"]).reshape(s["sequence_length"], s["n_batch"], s["n_input"])
+    got = run_inputs(_bi_lstm_build(case, quantize, asym), [x, x], interpreter=engine)
+    assert all(np.isfinite(g).all() for g in got) and len(got) == 2
+
+
+_REFUSED = {  # the aux input shape each refused model declares (from the test's shape list)
+    "TestWithAuxInputInvalidDimensions": lambda s: (s["sequence_length"], s["n_aux_input"]),
+    "TestWithAuxInputNoAuxWeightsMismatchedDimension":
+        lambda s: (s["sequence_length"], s["n_batch"], s["n_aux_input"]),
+    "TestWithAuxInputNoAuxWeightsMismatchedSequenceLength":
+        lambda s: (s["sequence_length"] + 1, s["n_batch"], s["n_input"]),
+    "TestWithAuxInputNoAuxWeightsMismatchedBatchSize":
+        lambda s: (s["sequence_length"], s["n_batch"] + 1, s["n_input"]),
+}
+
+
+@pytest.mark.parametrize("case,quantize,asym", _bi_cases(list(_REFUSED)))
+def test_bidirectional_lstm_refuses_what_the_interpreter_cannot_allocate(case, quantize, asym):
+    s = case["scalars"]
+    aux_shape = _REFUSED[case["name"]](s)
+    n_aux = aux_shape[-1]
+    model = _bi_lstm_build(case, quantize, asym, n_aux_input=n_aux, aux_shape=aux_shape)
+    with pytest.raises(FusedRNNError):
+        litert.load(model)
+    if HAVE_INTERPRETER:
+        it = interpreter_class()(model_content=model)
+        with pytest.raises(RuntimeError):
+            it.allocate_tensors()

@@ -26,6 +26,7 @@ where the first argument is a checkout of google-ai-edge/LiteRT or its bare git 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -44,7 +45,7 @@ _HEAD = re.compile(r"^(TEST_P|TEST_F|TEST|INSTANTIATE_TEST_SUITE_P|class|struct|
                    r"[^\n]*", re.M)
 _COMMENT = re.compile(r"//[^\n]*|/\*(?!\s*\w+\s*=\s*\*/).*?\*/", re.S)
 _INIT = re.compile(r"(\w+)\s*(?:\[[^\]]*\])*\s*(=\s*|\(\s*)?\{")
-_NUMERIC = re.compile(r"^[\s\d.\-+eExXa-fA-F,{}()uUlL]*$")
+_NUMERIC = re.compile(r"^[\s\d.\-+eExXa-fA-F,{}()uUlL*/]*$")
 _SCALAR = re.compile(r"(?:const|constexpr)\s+(?:static\s+)?(?:int|int32_t|int64_t|float|double|bool|size_t)\s+(\w+)"
                      r"\s*=\s*([-+\w.]+)\s*;")
 _FLAG = re.compile(r"/\*\s*(\w+)\s*=\s*\*/\s*([^,)\n]+)")
@@ -65,15 +66,33 @@ def _matching(text: str, i: int, open_: str, close: str) -> int:
     return len(text)
 
 
+def _arith(node):
+    """A constant expression of numbers and + - * / (``127.0 / 128``), evaluated as C does for these
+    operands: a division of two integers truncates, anything with a float is a double."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _arith(node.operand)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        a, b = _arith(node.left), _arith(node.right)
+        if isinstance(node.op, ast.Div):
+            if isinstance(a, int) and isinstance(b, int):
+                q = abs(a) // abs(b)
+                return q if (a >= 0) == (b >= 0) else -q
+            return a / b
+        return (
+            a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b)
+    raise ValueError(f"not a constant expression: {ast.dump(node)}")
+
+
 def _number(tok: str):
-    t = tok.strip().rstrip("fFuUlL")
+    t = re.sub(r"(?<=[\d.])[fFuUlL]+\b", "", tok.strip())
     if not t:
         return None
     if re.fullmatch(r"[-+]?0[xX][0-9a-fA-F]+", t):
         return int(t, 16)
-    if re.fullmatch(r"[-+]?\d+", t):
-        return int(t)
-    return float(t)
+    return _arith(ast.parse(t, mode="eval").body)
 
 
 def _parse_list(s: str):

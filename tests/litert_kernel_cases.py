@@ -30,9 +30,9 @@ def blocks(stem: str) -> list[dict]:
         return json.load(f)["blocks"]
 
 
-def block(stem: str, name: str, kind: str | None = None) -> dict:
+def block(stem: str, name: str, kind: str | None = None, suite: str | None = None) -> dict:
     for b in blocks(stem):
-        if b.get("name") == name and (kind is None or b["kind"] == kind):
+        if b.get("name") == name and (kind is None or b["kind"] == kind) and (suite is None or b.get("suite") == suite):
             return b
     raise KeyError(f"{stem}: no block {name!r}")
 
@@ -330,3 +330,120 @@ def run_inputs(model: bytes, xs: list[np.ndarray], *, interpreter: bool) -> list
         it.set_tensor(d["index"], x)
     it.invoke()
     return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+
+
+# ---- the integer LSTM tests' quantization (test_util.h: QuantizationParams, Quantize) -----------------------
+_QRANGE = {"INT8": (-128, 127), "UINT8": (0, 255), "INT16": (-32768, 32767), "INT32": (-(2**31), 2**31 - 1)}
+_QDTYPE = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16, "INT32": np.int32}
+
+
+def _round_away32(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, np.float32)
+    return (np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))).astype(np.float32)
+
+
+def quantization_params(f_min: float, f_max: float, type_name: str) -> tuple[float, int]:
+    """``QuantizationParams<T>(min, max)`` in the test harness's float32 arithmetic: scale = (max - min) /
+    (qmax - qmin), the zero point from the end with the smaller error, nudged into range and rounded."""
+    f32 = np.float32
+    lo, hi = _QRANGE[type_name]
+    qmin, qmax = f32(lo), f32(hi)
+    f_min, f_max = f32(f_min), f32(f_max)
+    if f_min == f_max:
+        return 0.0, 0
+    scale = f32((f_max - f_min) / f32(qmax - qmin))
+    from_min = f32(qmin - f32(f_min / scale))
+    from_max = f32(qmax - f32(f_max / scale))
+    err_min = f32(abs(qmin) + abs(f32(f_min / scale)))
+    err_max = f32(abs(qmax) + abs(f32(f_max / scale)))
+    z = from_min if err_min < err_max else from_max
+    zp = lo if z < qmin else hi if z > qmax else int(_round_away32(z))
+    return float(scale), int(zp)
+
+
+def quantize_values(values, scale: float, zp: int, type_name: str) -> np.ndarray:
+    """``Quantize<T>``: clamp(round(zp + f / scale)) in float32."""
+    lo, hi = _QRANGE[type_name]
+    f = np.asarray(values, np.float32)
+    q = _round_away32(np.float32(zp) + (f / np.float32(scale)).astype(np.float32))
+    q = np.maximum(np.float32(lo), np.minimum(np.float32(hi), q))
+    return q.astype(np.float64).astype(_QDTYPE[type_name])
+
+
+def qtensor(name: str, values, rng, type_name: str, shape):
+    s, zp = quantization_params(rng[0], rng[1], type_name)
+    data = None if values is None else quantize_values(values, s, zp, type_name).reshape(shape)
+    return const(name, data, s, zp, type_name=type_name, shape=shape)
+
+
+_INT_SLOTS = {1: "INT8", 2: "INT8", 3: "INT8", 4: "INT8", 5: "INT8", 6: "INT8", 7: "INT8", 8: "INT8", 9: "INT16",
+              10: "INT16", 11: "INT16", 12: "INT32", 13: "INT32", 14: "INT32", 15: "INT32", 16: "INT8", 17: "INT32",
+              20: "INT16", 21: "INT16", 22: "INT16", 23: "INT16"}
+
+
+def integer_lstm_model(arrays: dict, ranges: list, intermediates: list, *, n_batch: int, n_input: int, n_cell: int,
+                       n_output: int, use_cifg: bool, use_peephole: bool, use_projection_weights: bool,
+                       use_projection_bias: bool, use_layer_norm: bool, op: str = "LSTM", seq: int = 1,
+                       time_major: bool = True) -> bytes:
+    """The integer LSTM of ``LSTMIntegerOpModel`` / ``UnidirectionalSequenceLSTMIntegerOpModel``: each tensor
+    quantized from its (min, max) range (``ranges[k]`` for slot k, 24 for the output), INT16 output and cell
+    state, INT8 output, the given (scale, zero point) intermediates (5: 8x8_16, 12: 8x8_8)."""
+    f = {"use_cifg": use_cifg, "use_peephole": use_peephole, "use_projection_weights": use_projection_weights,
+         "use_projection_bias": use_projection_bias, "is_layer_norm": use_layer_norm}
+    present = set(range(2, 5)) | {6, 7, 8, 13, 14, 15}
+    if not f["use_cifg"]:
+        present |= {1, 5, 12}
+    if f["use_peephole"]:
+        present |= {10, 11} | (set() if f["use_cifg"] else {9})
+    if f["use_projection_weights"]:
+        present.add(16)
+    if f["use_projection_bias"]:
+        present.add(17)
+    if f["is_layer_norm"]:
+        present |= {21, 22, 23} | (set() if f["use_cifg"] else {20})
+    shapes = {k: (n_cell, n_input) for k in (1, 2, 3, 4)}
+    shapes.update({k: (n_cell, n_output) for k in (5, 6, 7, 8)})
+    shapes.update({k: (n_cell,) for k in (9, 10, 11, 12, 13, 14, 15, 20, 21, 22, 23)})
+    shapes.update({16: (n_output, n_cell), 17: (n_output,)})
+    slots: list = [None] * 24
+    for k in present:
+        v = arrays.get(SLOT_NAMES[k])
+        slots[k] = qtensor(SLOT_NAMES[k], v, ranges[k], _INT_SLOTS[k], shapes[k])
+    x_shape = (n_batch, n_input) if op == "LSTM" else ((seq, n_batch, n_input) if time_major else
+                                                       (n_batch, seq, n_input))
+    y_shape = x_shape[:-1] + (n_output,)
+    slots[0] = qtensor("input", None, ranges[0], "INT8", x_shape)
+    slots[18] = replace(qtensor("output_state", None, ranges[18], "INT16", (n_batch, n_output)), is_variable=True)
+    slots[19] = replace(qtensor("cell_state", None, ranges[19], "INT16", (n_batch, n_cell)), is_variable=True)
+    inter = [const(f"intermediate_{k}", None, float(s), int(z), type_name="INT16", shape=())
+             for k, (s, z) in enumerate(intermediates)]
+    out = qtensor("output", None, ranges[24], "INT8", y_shape)
+    opts = {"fused_activation_function": "TANH", "cell_clip": 0.0, "proj_clip": 0.0}
+    if op != "LSTM":
+        opts["time_major"] = time_major
+    return single_op_model(op, slots, [out], opts, intermediates=inter, version=4 if op == "LSTM" else 3)
+
+
+def run_int8(model: bytes, xs: list, *, interpreter: bool) -> list[np.ndarray]:
+    """Run float inputs quantized with the model's input scale (the tests' ``SetInput``), one call each
+    (None: leave the input as it is: zeros); the int8 outputs."""
+    from fusedrnn.targets.litert.reader import read_model
+
+    info = read_model(model)
+    t_in = info.tensors[info.inputs[0]]
+    s, zp = float(t_in.scale[0]), int(t_in.zero_point[0])
+    q = [np.zeros(t_in.shape, np.int8) if x is None else
+         quantize_values(x, s, zp, "INT8").reshape(t_in.shape) for x in xs]
+    if not interpreter:
+        from fusedrnn import litert
+
+        m = litert.load(model)
+        return [np.asarray(m(v)) for v in q]
+    it = interpreter_class()(model_content=model)
+    it.allocate_tensors()
+    out = []
+    for v in q:
+        it.set_tensor(it.get_input_details()[0]["index"], v)
+        it.invoke()
+        out.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
+    return out

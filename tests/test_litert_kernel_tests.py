@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -19,12 +20,14 @@ from litert_kernel_cases import (
     blocks,
     flags,
     flat,
+    integer_lstm_model,
     interpreter_class,
     kernel_tests,
     lstm_float_model,
     parse_tolerance,
     rnn_model,
     run_inputs,
+    run_int8,
     run_outputs,
     run_steps,
     truth,
@@ -34,6 +37,7 @@ from fusedrnn import litert
 from fusedrnn.errors import FusedRNNError
 from fusedrnn.targets.litert.rnn import SequenceGRU
 from fusedrnn.targets.litert.slots import const
+from fusedrnn.targets.litert.writer import single_op_model
 
 HAVE_INTERPRETER = interpreter_class() is not None
 ENGINES = [False, True] if HAVE_INTERPRETER else [False]
@@ -493,3 +497,113 @@ def test_bidirectional_lstm_refuses_what_the_interpreter_cannot_allocate(case, q
         it = interpreter_class()(model_content=model)
         with pytest.raises(RuntimeError):
             it.allocate_tensors()
+
+
+# ---- the integer LSTM tests (lstm_test.cc IntegerLstmOpTest, unidirectional_sequence_lstm_test.cc) ------------
+INTEGER = [pytest.param("lstm_test", "IntegerLstmOpTest", b["name"], id=f"lstm.{b['name']}")
+           for b in kernel_tests("lstm_test") if b.get("suite") == "IntegerLstmOpTest"]
+INTEGER += [pytest.param("unidirectional_sequence_lstm_test", b["suite"], b["name"], id=f"usl.{b['name']}")
+            for b in kernel_tests("unidirectional_sequence_lstm_test")
+            if b.get("suite") == "IntegerUnidirectionalSequenceLstmOpTest"]
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("stem,suite,name", INTEGER)
+def test_integer_lstm(stem, suite, name, engine):
+    """8x8_16 (5 intermediates) and, on the LSTM op, 8x8_8 (12): int8 outputs equal to the goldens."""
+    b = block(stem, name, suite=suite)
+    a, s, f = b["arrays"], b["scalars"], flags(b)
+    seq_op = stem != "lstm_test"
+    model = integer_lstm_model(
+        a, a["ranges"], a["intermediates"], n_batch=s["n_batch"], n_input=s["n_input"], n_cell=s["n_cell"],
+        n_output=s["n_output"], use_cifg=truth(f["use_cifg"]), use_peephole=truth(f["use_peephole"]),
+        use_projection_weights=truth(f["use_projection_weights"]),
+        use_projection_bias=truth(f["use_projection_bias"]), use_layer_norm=truth(f["use_layer_norm"]),
+        op="UNIDIRECTIONAL_SEQUENCE_LSTM" if seq_op else "LSTM", seq=s.get("sequence_length", 1))
+    if seq_op:
+        xs, want = [a["lstm_input"]], [a["expected_output"]]
+    elif truth(f["use_8x8_8_implementation"]):
+        xs, want = [None] * len(a["expected_output"]), a["expected_output"]  # the test never sets the input
+    else:
+        xs, want = a["lstm_input"], a["expected_output"]
+    got = run_int8(model, xs, interpreter=engine)
+    for step, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.dtype == np.int8
+        np.testing.assert_array_equal(g.reshape(-1), np.asarray(w, np.int64).reshape(-1), err_msg=f"step {step}")
+
+
+@pytest.mark.skipif(not HAVE_INTERPRETER, reason="needs the LiteRT interpreter")
+@pytest.mark.parametrize("stem,suite,name", INTEGER)
+def test_integer_lstm_random_inputs_bit_exact_with_the_interpreter(stem, suite, name):
+    """The tests' models (the 8x8_8 one included) on random int8 inputs over 12 steps, and with cell and proj
+    clipping: fusedrnn's outputs equal the interpreter's."""
+    b = block(stem, name, suite=suite)
+    a, s, f = b["arrays"], b["scalars"], flags(b)
+    seq_op = stem != "lstm_test"
+    T = 12
+    model = integer_lstm_model(
+        a, a["ranges"], a["intermediates"], n_batch=s["n_batch"], n_input=s["n_input"], n_cell=s["n_cell"],
+        n_output=s["n_output"], use_cifg=truth(f["use_cifg"]), use_peephole=truth(f["use_peephole"]),
+        use_projection_weights=truth(f["use_projection_weights"]),
+        use_projection_bias=truth(f["use_projection_bias"]), use_layer_norm=truth(f["use_layer_norm"]),
+        op="UNIDIRECTIONAL_SEQUENCE_LSTM" if seq_op else "LSTM", seq=T if seq_op else 1)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    shape = (T, s["n_batch"], s["n_input"])
+    xs = rng.uniform(-1.2, 1.2, shape).astype(np.float32)
+    feeds = [xs] if seq_op else list(xs)
+    want = run_int8(model, feeds, interpreter=True)
+    got = run_int8(model, feeds, interpreter=False)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def _random_8x8_8_model(rng, B: int, I: int, H: int, P: int, cifg: bool, cell_clip: float, proj_clip: float):
+    """A random LSTM op for the 8x8_8 kernel: int8 weights, int16 layer norm, int32 biases, 12 intermediates with
+    random scales and zero points, int8 state and output."""
+    def q8(name, shape, scale=1 / 127):
+        return const(name, rng.integers(-127, 128, shape).astype(np.int8), scale, 0)
+
+    slots: list = [None] * 24
+    gates = "fgo" if cifg else "ifgo"
+    for j, g in enumerate("ifco"):
+        if g not in gates.replace("g", "c"):
+            continue
+        slots[1 + j] = q8(f"w{g}", (H, I), float(rng.uniform(0.005, 0.02)))
+        slots[5 + j] = q8(f"r{g}", (H, P), float(rng.uniform(0.005, 0.02)))
+        slots[12 + j] = const(f"b{g}", rng.integers(-20000, 20000, H).astype(np.int32), 1e-4, 0)
+        slots[20 + j] = const(f"ln{g}", rng.integers(5000, 32767, H).astype(np.int16), float(rng.uniform(3e-5, 6e-5)))
+    slots[16] = q8("proj", (P, H), float(rng.uniform(0.0005, 0.002)))
+    slots[17] = const("proj_bias", rng.integers(-3000, 3000, P).astype(np.int32), 1e-4, 0)
+    zp_x, zp_h = (int(v) for v in rng.integers(-20, 20, 2))
+    slots[0] = const("x", None, float(rng.uniform(0.01, 0.03)), zp_x, type_name="INT8", shape=(B, I))
+    slots[18] = const("h", None, float(rng.uniform(0.005, 0.01)), zp_h, type_name="INT8", shape=(B, P),
+                      is_variable=True)
+    slots[19] = const("c", None, 2.0**-15, 0, type_name="INT16", shape=(B, H), is_variable=True)
+    inter = [const(f"m{k}", None, float(rng.uniform(0.02, 0.1)), int(rng.integers(-5, 5)), type_name="INT16",
+                   shape=()) for k in range(12)]
+    out = const("y", None, float(rng.uniform(0.005, 0.01)), zp_h, type_name="INT8", shape=(B, P))
+    opts = {"fused_activation_function": "TANH", "cell_clip": cell_clip, "proj_clip": proj_clip}
+    return single_op_model("LSTM", slots, [out], opts, intermediates=inter, version=4)
+
+
+@pytest.mark.skipif(not HAVE_INTERPRETER, reason="needs the LiteRT interpreter")
+@pytest.mark.parametrize("seed", range(6))
+def test_8x8_8_random_models_bit_exact_with_the_interpreter(seed):
+    rng = np.random.default_rng(100 + seed)
+    B, I, P = (int(v) for v in rng.integers(1, 7, 3))
+    H = int(rng.integers(2, 9))  # layer norm over one cell would make every gate constant
+    model = _random_8x8_8_model(rng, B, I, H, P, cifg=bool(rng.integers(2)),
+                                cell_clip=float(rng.choice([0.0, 0.5, 2.0])), proj_clip=float(rng.choice([0.0, 0.4])))
+    assert litert.load(model).ops[0].kernel.variant == "8x8_8"
+    it = interpreter_class()(model_content=model)
+    it.allocate_tensors()
+    m = litert.load(model)
+    seen = set()
+    for _ in range(10):
+        x = rng.integers(-128, 128, (B, I)).astype(np.int8)
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        want = it.get_tensor(it.get_output_details()[0]["index"])
+        np.testing.assert_array_equal(m(x), want)
+        seen |= set(want.ravel().tolist())
+    assert len(seen) > 3  # the outputs move (not a saturated model)

@@ -52,7 +52,7 @@ def lstm_tensors(info: ModelInfo, op: OpInfo) -> LstmTensors:
     """The 24 slots (and intermediates) of an LSTM / UNIDIRECTIONAL_SEQUENCE_LSTM node."""
     slots = [_get(info, op.inputs, k) for k in range(N_SLOTS)]
     inter = [info.tensors[i] if i >= 0 else None for i in op.intermediates]
-    return LstmTensors(slots, inter)
+    return LstmTensors(slots, inter, output=_get(info, op.outputs, 0))
 
 
 def bidirectional_lstm_tensors(info: ModelInfo, op: OpInfo) -> tuple[LstmTensors, LstmTensors]:

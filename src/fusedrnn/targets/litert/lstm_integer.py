@@ -19,6 +19,7 @@ from ...numerics.core import Requant
 from ...numerics.int_matmul import IntMatrix
 from . import _compiled
 from ._arith import activation_lut, apply_lut, saturating_lut
+from .lstm_integer8 import initial_output_state
 from .slots import (
     C_GATE,
     F_GATE,
@@ -219,8 +220,9 @@ class IntegerLstmKernel:
         self.tanh_c = activation_lut("tanh", 15 + cs)
 
     def initial_state(self, B: int) -> tuple[np.ndarray, np.ndarray]:
-        """The state after ``reset_all_variables()``: output state = its zero point, cell = 0."""
-        return np.full((B, self.n_output), self.zp_h, np.int8), np.zeros((B, self.n_cell), np.int16)
+        """The state after ``reset_all_variables()``: output state = its zero point (zero bytes for an INT16
+        output-state tensor, which the kernel reads as int8 codes), cell = 0."""
+        return initial_output_state(self.t, self.zp_h, self.n_output, B), np.zeros((B, self.n_cell), np.int16)
 
     # ---- pieces ----------------------------------------------------------------------------------------------
     def _layer_norm(self, x: np.ndarray, g: int) -> np.ndarray:

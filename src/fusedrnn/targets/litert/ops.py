@@ -14,20 +14,29 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...errors import DTypeError, InputError, ShapeError, UnsupportedFeatureError
+from ...errors import AttributeValueError, DTypeError, InputError, ShapeError, UnsupportedFeatureError
 from .lstm_float import FloatLstmKernel
 from .lstm_hybrid import HybridLstmKernel
 from .lstm_integer import IntegerLstmKernel
-from .slots import LstmOptions, LstmTensors
+from .lstm_integer8 import Integer8x8_8LstmKernel, N_INTERMEDIATES_8x8_8
+from .slots import N_INTERMEDIATES, LstmOptions, LstmTensors
 
 
-def make_lstm_kernel(t: LstmTensors, opts: LstmOptions, *, rounding: str = "double"):
-    """The prepared kernel for one LSTM direction: float, hybrid or integer 8x8_16 by the tensor types."""
+def make_lstm_kernel(t: LstmTensors, opts: LstmOptions, *, rounding: str = "double", allow_8x8_8: bool = False):
+    """The prepared kernel for one LSTM direction: float, hybrid or integer by the tensor types; an integer LSTM
+    with 12 intermediate tensors runs the 8x8_8 kernel (the one-step LSTM op only, ``allow_8x8_8``; the sequence
+    op, like LiteRT's, takes 5), else 8x8_16."""
     kind = t.kind()
     if kind == "float":
         return FloatLstmKernel(t, opts)
     if kind == "hybrid":
         return HybridLstmKernel(t, opts)
+    n = len(t.intermediates)
+    if n == N_INTERMEDIATES_8x8_8 and allow_8x8_8:
+        return Integer8x8_8LstmKernel(t, opts, rounding=rounding, output=t.output)
+    if n not in (0, N_INTERMEDIATES):
+        raise AttributeValueError(f"intermediates: the integer LSTM takes {N_INTERMEDIATES} intermediate tensors "
+                                  f"(8x8_16){f' or {N_INTERMEDIATES_8x8_8} (8x8_8)' if allow_8x8_8 else ''}, got {n}")
     return IntegerLstmKernel(t, opts, rounding=rounding)
 
 
@@ -107,7 +116,7 @@ class SequenceLSTM(_Stateful):
         if not sequence:  # the one-step LSTM op runs its whole batch at once, like the time-major sequence path
             self.options = replace(self.options, time_major=True)
         self.tensors = tensors
-        self.kernel = make_lstm_kernel(tensors, self.options, rounding=rounding)
+        self.kernel = make_lstm_kernel(tensors, self.options, rounding=rounding, allow_8x8_8=not sequence)
         self.sequence, self.name = sequence, name
 
     @property

@@ -9,10 +9,11 @@ script records
 * ``arrays``: every brace initializer that holds only numbers (``name = {...}``, ``std::vector<float> name{...}``,
   ``const float name[] = {...}``; a call's brace argument ``m.SetGateBias({...})`` as ``SetGateBias()``), nested
   lists kept; a name given twice gets ``name@1``, ``name@2`` ...;
-* ``scalars``: ``const int n_batch = 2;``-style constants;
+* ``scalars``: ``const int n_batch = 2;``-style constants and initialised scalar variables;
 * ``flags``: the ``/*name=*/value`` comments of the calls, in order (``[name, value-text]``);
 * ``tolerances``: ``{TensorType_X, tol}`` pairs;
-* ``calls``: the argument text of ``VerifyGoldens(...)`` / ``ArrayFloatNear(...)`` / model constructors;
+* ``calls``: ``[name, argument text, numeric brace arguments]`` of ``VerifyGoldens(...)`` /
+  ``ArrayFloatNear(...)`` / model constructors;
 * ``base``: for a class, the classes it derives from;
 * ``values``: for an ``INSTANTIATE_TEST_SUITE_P``, its numeric parameter lists (``std::vector<...>{...}``).
 
@@ -46,8 +47,8 @@ _HEAD = re.compile(r"^(TEST_P|TEST_F|TEST|INSTANTIATE_TEST_SUITE_P|class|struct|
 _COMMENT = re.compile(r"//[^\n]*|/\*(?!\s*\w+\s*=\s*\*/).*?\*/", re.S)
 _INIT = re.compile(r"(\w+)\s*(?:\[[^\]]*\])*\s*(=\s*|\(\s*)?\{")
 _NUMERIC = re.compile(r"^[\s\d.\-+eExXa-fA-F,{}()uUlL*/]*$")
-_SCALAR = re.compile(r"(?:const|constexpr)\s+(?:static\s+)?(?:int|int32_t|int64_t|float|double|bool|size_t)\s+(\w+)"
-                     r"\s*=\s*([-+\w.]+)\s*;")
+_SCALAR = re.compile(r"(?:^|[;{}])\s*(?:const\s+|constexpr\s+)?(?:static\s+)?"
+                     r"(?:int|int32_t|int64_t|float|double|bool|size_t)\s+(\w+)\s*=\s*([-+\w.]+)\s*;", re.M)
 _FLAG = re.compile(r"/\*\s*(\w+)\s*=\s*\*/\s*([^,)\n]+)")
 _TOL = re.compile(r"\{\s*TensorType_(\w+)\s*,\s*([-+\d.eE]+)f?\s*\}")
 _CALL = re.compile(r"\b(VerifyGoldens|ArrayFloatNear|\w+OpModel)\s*(?:\w+\s*)?\(")
@@ -127,6 +128,24 @@ def _parse_list(s: str):
     return parse()
 
 
+def _top_level_args(text: str) -> list[str]:
+    """The comma-separated arguments of a call's text, split outside brackets, stripped."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
 def _block(kind: str, header: str, body: str) -> dict:
     text = _COMMENT.sub(" ", body)
     b: dict = {"kind": kind, "header": " ".join(header.split())}
@@ -176,7 +195,10 @@ def _block(kind: str, header: str, body: str) -> dict:
     for mm in _CALL.finditer(text):
         start = mm.end() - 1
         end = _matching(text, start, "(", ")")
-        calls.append([mm.group(1), " ".join(text[start + 1:end - 1].split())])
+        inner = text[start + 1:end - 1]
+        lists = [_parse_list(a) for a in _top_level_args(inner) if a.startswith("{") and _NUMERIC.match(a)
+                 and re.search(r"\d", a)]
+        calls.append([mm.group(1), " ".join(inner.split()), lists])
     b["calls"] = calls
     return b
 

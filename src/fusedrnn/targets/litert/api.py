@@ -3,6 +3,7 @@ state, build ops from tensors, write models, map Keras layers and fusedrnn layer
 
 from __future__ import annotations
 
+from .basic_lstm import BasicLSTM
 from .export import export, prepare, to_tflite
 from .graph import RECURRENT_OPS, Model, load
 from .ops import BidirectionalSequenceLSTM, SequenceLSTM, make_lstm_kernel
@@ -26,6 +27,7 @@ __all__ = [
     "const",
     "SequenceLSTM",
     "BidirectionalSequenceLSTM",
+    "BasicLSTM",
     "SequenceRNN",
     "BidirectionalSequenceRNN",
     "SequenceGRU",

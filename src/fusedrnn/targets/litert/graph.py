@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import DTypeError, FileFormatError, FusedRNNError, InputError, ShapeError, UnsupportedFeatureError
+from .basic_lstm import build_basic_lstm
 from .ops import BidirectionalSequenceLSTM, SequenceLSTM
 from .reader import ModelInfo, OpInfo, TensorInfo, read_model
 from .rnn import BidirectionalSequenceRNN, SequenceGRU, build_rnn_op
@@ -148,11 +149,13 @@ def check_bidirectional_aux(op: OpInfo, x: TensorInfo, aux: TensorInfo | None, f
 
 def build_op(info: ModelInfo, op: OpInfo, *, rounding: str = "double"):
     """The stateful fusedrnn op for a recurrent node of ``info``."""
+    if op.name == "LSTM" and op.options.get("kernel_type", "FULL") == "BASIC":
+        return build_basic_lstm(info, op, rounding=rounding)
     check_slots(info, op)
     if op.name in ("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM"):
         if op.name == "LSTM" and op.options.get("kernel_type", "FULL") != "FULL":
-            raise UnsupportedFeatureError(f"op {op.index}: LSTM kernel_type {op.options['kernel_type']} (the legacy "
-                                          f"uint8 BASIC cell) is not implemented")
+            raise UnsupportedFeatureError(f"op {op.index}: LSTM kernel_type {op.options['kernel_type']}: expected "
+                                          f"FULL or BASIC")
         opts = LstmOptions.from_dict(op.options)
         t = lstm_tensors(info, op)
         _check_kind_slots(t, op, "")

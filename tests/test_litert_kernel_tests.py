@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import re
 import zlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -31,12 +32,15 @@ from litert_kernel_cases import (
     run_outputs,
     run_steps,
     truth,
+    weight,
 )
 
 from fusedrnn import litert
-from fusedrnn.errors import FusedRNNError
+from fusedrnn.errors import FusedRNNError, UnsupportedFeatureError
+from fusedrnn.numerics.affine import tflite_symmetric_quantize
 from fusedrnn.targets.litert.rnn import SequenceGRU
 from fusedrnn.targets.litert.slots import const
+from fusedrnn.targets.litert.sparsity import block_csr
 from fusedrnn.targets.litert.writer import OpSpec, single_op_model, write_model
 
 HAVE_INTERPRETER = interpreter_class() is not None
@@ -730,3 +734,96 @@ def test_basic_float_lstm_agrees_with_the_interpreter():
         it.invoke()
         for g, d in zip(m(x), it.get_output_details(), strict=True):
             np.testing.assert_allclose(g, it.get_tensor(d["index"]), rtol=0, atol=1e-5)
+
+
+# ---- lstm_test.cc: the sparse hybrid LSTM (CSR rows of 1 x 16 blocks) -------------------------------------------
+def _sparse_lstm_model(a: dict, s: dict, *, flags_: dict, block: int = 16, asym: bool = False,
+                       sparse_recurrent: bool = True) -> bytes:
+    """HybridSparseLSTMOpModel: input and recurrent weights INT8 stored sparse (codes symmetric over the stored
+    values), peepholes and projection dense INT8, float biases and layer-norm weights, states [n * batch];
+    ``block=0`` stores every weight dense (the same model for the dense kernel)."""
+    B, I, H, P = s["n_batch_"], s["n_input_"], s["n_cell_"], s["n_output_"]
+    slots: list = [None] * 24
+
+    def sparse_w(name, values, shape, sparse=True):
+        dense = np.asarray(values, np.float32).reshape(shape)
+        if not sparse or not block:  # block 0: every weight dense
+            return weight(name, dense, "INT8", shape)
+        sp = block_csr(dense, block)
+        q, scale = tflite_symmetric_quantize(sp.compress(dense))
+        return replace(const(name, sp.densify(np.asarray(q, np.int8), shape), float(scale), 0), sparsity=sp)
+
+    for j, g in enumerate(("input", "forget", "cell", "output")):
+        slots[1 + j] = sparse_w(f"input_to_{g}_weights", a[f"input_to_{g}_weights_"], (H, I))
+        slots[5 + j] = sparse_w(f"recurrent_to_{g}_weights", a[f"recurrent_to_{g}_weights_"], (H, P),
+                                sparse_recurrent)
+        slots[12 + j] = const(f"{g}_gate_bias", np.float32(a[f"{g}_gate_bias_"]))
+        slots[20 + j] = const(f"{g}_layer_norm", np.float32(a[f"{g}_layer_norm_weights_"]))
+    if truth(flags_["use_peephole"]):
+        for j, g in enumerate(("input", "forget", "output")):
+            slots[9 + j] = weight(f"cell_to_{g}_weights", a[f"cell_to_{g}_weights_"], "INT8", (H,))
+    slots[16] = weight("projection_weights", a["projection_weights_"], "INT8", (P, H))
+    slots[0] = const("input", None, type_name="FLOAT32", shape=(B, I))
+    slots[18] = const("output_state", None, type_name="FLOAT32", shape=(P * B,), is_variable=True)
+    slots[19] = const("cell_state", None, type_name="FLOAT32", shape=(H * B,), is_variable=True)
+    out = const("output", None, type_name="FLOAT32", shape=(B, P))
+    opts = {"fused_activation_function": "TANH", "cell_clip": float(s["cell_clip_"]),
+            "proj_clip": float(s["proj_clip_"]), "kernel_type": "FULL", "asymmetric_quantize_inputs": asym}
+    return single_op_model("LSTM", slots, [out], opts, version=3 if asym else 2)
+
+
+def _sparse_case():
+    fixture = block("lstm_test", "NoCifgPeepholeProjectionNoClippingSparseLstmTest", "class")
+    test = block("lstm_test", "HybridSparseLstmBlackBoxTest", suite="NoCifgPeepholeProjectionNoClippingSparseLstmTest")
+    return fixture, test
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+def test_sparse_hybrid_lstm(engine):
+    fixture, test = _sparse_case()
+    a, s = fixture["arrays"], fixture["scalars"]
+    assert test["arrays"]["block_size"] == [16] and test["arrays"]["traversal_order"] == [0, 1, 2]
+    model = _sparse_lstm_model(a, s, flags_=flags(test))
+    info = litert.read_model(model)
+    assert info.tensors[info.ops[0].inputs[2]].sparsity is not None
+    B, I, P = s["n_batch_"], s["n_input_"], s["n_output_"]
+    inp = [flat(v) for v in a["sparse_layer_norm_lstm_input_"]]
+    gold = [flat(v) for v in test["arrays"]["sparse_layer_norm_lstm_golden_output"]]
+    T = inp[0].size // I
+    xs = [np.stack([inp[b][t * I:(t + 1) * I] for b in range(B)]).astype(np.float32) for t in range(T)]
+    want = [np.stack([gold[b][t * P:(t + 1) * P] for b in range(B)]) for t in range(T)]
+    _check(run_steps(model, xs, interpreter=engine), want, 1e-5, "sparse hybrid lstm")
+
+
+@pytest.mark.skipif(not HAVE_INTERPRETER, reason="needs the LiteRT interpreter")
+@pytest.mark.parametrize("asym", [False, True])
+@pytest.mark.parametrize("sparse_recurrent", [True, False])
+def test_sparse_hybrid_lstm_follows_the_interpreter_where_it_differs_from_dense(asym, sparse_recurrent):
+    """The sparse path's own arithmetic (no zero-point correction, the recurrent term at the input's scale) on
+    random inputs with nonzero recurrent weights: fusedrnn within 1e-6 of the interpreter; with sparse recurrent
+    weights the interpreter's dense kernel on the same weights gives other outputs. Asymmetric inputs are refused
+    (LiteRT's row sums read the sparse weights as dense matrices)."""
+    fixture, test = _sparse_case()
+    a = dict(fixture["arrays"])
+    s = fixture["scalars"]
+    rng = np.random.default_rng(11)
+    H, P = s["n_cell_"], s["n_output_"]
+    for g in ("input", "forget", "cell", "output"):
+        r = rng.normal(size=(H, P)) * 0.3
+        r[rng.random(H) < 0.3] = 0  # rows without a stored block
+        a[f"recurrent_to_{g}_weights_"] = r.reshape(-1).tolist()
+    model = _sparse_lstm_model(a, s, flags_=flags(test), asym=asym, sparse_recurrent=sparse_recurrent)
+    if asym:  # LiteRT computes row sums of the sparse weights as dense matrices (past their buffers): refused
+        with pytest.raises(UnsupportedFeatureError):
+            litert.load(model)
+        return
+    B, I = s["n_batch_"], s["n_input_"]
+    xs = [(rng.normal(size=(B, I)) * 2).astype(np.float32) for _ in range(6)]
+    want = run_steps(model, xs, interpreter=True)
+    got = run_steps(model, xs, interpreter=False)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+    if sparse_recurrent:
+        dense = _sparse_lstm_model(a, s, flags_=flags(test), asym=asym, sparse_recurrent=False, block=0)
+        other = run_steps(dense, xs, interpreter=True)
+        assert max(float(np.abs(o - w).max()) for o, w in zip(other, want, strict=True)) > 1e-4

@@ -22,21 +22,29 @@ from .lstm_integer8 import Integer8x8_8LstmKernel, N_INTERMEDIATES_8x8_8
 from .slots import N_INTERMEDIATES, LstmOptions, LstmTensors
 
 
-def make_lstm_kernel(t: LstmTensors, opts: LstmOptions, *, rounding: str = "double", allow_8x8_8: bool = False):
-    """The prepared kernel for one LSTM direction: float, hybrid or integer by the tensor types; an integer LSTM
-    with 12 intermediate tensors runs the 8x8_8 kernel (the one-step LSTM op only, ``allow_8x8_8``; the sequence
-    op, like LiteRT's, takes 5), else 8x8_16."""
+def make_lstm_kernel(t: LstmTensors, opts: LstmOptions, *, rounding: str = "double", lstm_op: bool = False):
+    """The prepared kernel for one LSTM direction: float, hybrid or integer by the tensor types.
+
+    ``lstm_op``: the one-step LSTM op, whose kernel also runs an integer LSTM with 12 intermediate tensors
+    (8x8_8; the sequence ops, like LiteRT's, take 5: 8x8_16) and sparse hybrid weights (when
+    input_to_output_weights is sparse, as LiteRT decides). Sparse weights anywhere else are refused: LiteRT's
+    kernels would read their stored values as a dense matrix."""
     kind = t.kind()
+    if kind == "hybrid":
+        w = t["input_to_output_weights"]
+        return HybridLstmKernel(t, opts, sparse_ok=lstm_op and w is not None and w.sparsity is not None)
+    sparse = [k for k, v in enumerate(t.slots) if v is not None and v.sparsity is not None]
+    if sparse:
+        raise UnsupportedFeatureError(f"slot {sparse[0]}: sparse weights run in LiteRT's hybrid LSTM op only (the "
+                                      f"{kind} kernel reads the stored values as a dense matrix)")
     if kind == "float":
         return FloatLstmKernel(t, opts)
-    if kind == "hybrid":
-        return HybridLstmKernel(t, opts)
     n = len(t.intermediates)
-    if n == N_INTERMEDIATES_8x8_8 and allow_8x8_8:
+    if n == N_INTERMEDIATES_8x8_8 and lstm_op:
         return Integer8x8_8LstmKernel(t, opts, rounding=rounding, output=t.output)
     if n not in (0, N_INTERMEDIATES):
         raise AttributeValueError(f"intermediates: the integer LSTM takes {N_INTERMEDIATES} intermediate tensors "
-                                  f"(8x8_16){f' or {N_INTERMEDIATES_8x8_8} (8x8_8)' if allow_8x8_8 else ''}, got {n}")
+                                  f"(8x8_16){f' or {N_INTERMEDIATES_8x8_8} (8x8_8)' if lstm_op else ''}, got {n}")
     return IntegerLstmKernel(t, opts, rounding=rounding)
 
 
@@ -116,7 +124,7 @@ class SequenceLSTM(_Stateful):
         if not sequence:  # the one-step LSTM op runs its whole batch at once, like the time-major sequence path
             self.options = replace(self.options, time_major=True)
         self.tensors = tensors
-        self.kernel = make_lstm_kernel(tensors, self.options, rounding=rounding, allow_8x8_8=not sequence)
+        self.kernel = make_lstm_kernel(tensors, self.options, rounding=rounding, lstm_op=not sequence)
         self.sequence, self.name = sequence, name
 
     @property

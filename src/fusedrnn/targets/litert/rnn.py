@@ -30,6 +30,10 @@ class RnnKernel:
         if activation not in FUSED_ACTIVATIONS:
             raise AttributeValueError(f"fused_activation_function: expected one of {FUSED_ACTIVATIONS}, got "
                                       f"{activation!r}")
+        for name, t in (("weights", W), ("recurrent_weights", R), ("aux_weights", aux)):
+            if t is not None and t.sparsity is not None:
+                raise UnsupportedFeatureError(f"{name}: sparse weights: LiteRT's RNN kernels read the stored values "
+                                              f"as a dense matrix")
         H, I = W.shape
         if tuple(R.shape) != (H, H):
             raise ShapeError(f"recurrent_weights: expected shape {(H, H)}, got {tuple(R.shape)}")

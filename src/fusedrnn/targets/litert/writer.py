@@ -2,8 +2,8 @@
 operators, and the one-op models fusedrnn exports (a fused LSTM with its 24 inputs, the RNN ops).
 
 Tensors are :class:`~fusedrnn.targets.litert.reader.TensorInfo` (constant data, or a shape for activations,
-variables and intermediates), so a model read with :func:`~fusedrnn.targets.litert.reader.read_model` can be
-rewritten and written back.
+variables and intermediates; a tensor with ``sparsity`` is stored compressed, with its metadata), so a model read
+with :func:`~fusedrnn.targets.litert.reader.read_model` can be rewritten and written back.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .slots import (
     OUTPUT_STATE,
     const,
 )
+from .sparsity import to_flatbuffer
 
 # builtin op -> (options table name); the options are given as a dict of snake_case fields
 OPTION_TABLES = {
@@ -100,6 +101,8 @@ def _tensor_t(s, t: TensorInfo, buffer: int):
     tt.buffer = buffer
     tt.name = t.name
     tt.isVariable = t.is_variable
+    if t.sparsity is not None:
+        tt.sparsity = to_flatbuffer(s, t.sparsity)
     if t.scale is not None:
         q = s.QuantizationParametersT()
         q.scale = [float(v) for v in t.scale]
@@ -146,7 +149,8 @@ def write_model(tensors: list[TensorInfo], ops: list[OpSpec], inputs: list[int],
         buf = 0
         if t.data is not None:
             b = s.BufferT()
-            b.data = np.frombuffer(np.ascontiguousarray(t.data, t.dtype.newbyteorder("<")).tobytes(), np.uint8)
+            stored = t.data if t.sparsity is None else t.sparsity.compress(t.data)
+            b.data = np.frombuffer(np.ascontiguousarray(stored, t.dtype.newbyteorder("<")).tobytes(), np.uint8)
             m.buffers.append(b)
             buf = len(m.buffers) - 1
         else:

@@ -67,12 +67,15 @@ def interpreter_class():
 
 # ---- weights as the test harness stores them ------------------------------------------------------------------
 def weight(name: str, values, weight_type: str, shape):
-    """A weight tensor of type FLOAT32, INT8 or UINT8 (symmetric codes, bytes reinterpreted for UINT8)."""
-    v = np.asarray(values, np.float32).reshape(shape)
+    """A weight tensor of type FLOAT32, INT8 or UINT8 (symmetric codes, bytes reinterpreted for UINT8). Values
+    beyond the tensor's size (a test that sets more than the tensor holds) are quantized with the rest, as the
+    harness does, and only the first ones stored."""
+    v = np.asarray(values, np.float32).reshape(-1)
+    n = int(np.prod(shape))
     if weight_type == "FLOAT32":
-        return const(name, v)
+        return const(name, v[:n].reshape(shape))
     q, s = tflite_symmetric_quantize(v)
-    q = np.asarray(q, np.int8)
+    q = np.asarray(q, np.int8)[:n].reshape(shape)
     if weight_type == "UINT8":
         q = q.view(np.uint8)
     return const(name, q, float(s), 0)
@@ -162,6 +165,8 @@ def lstm_float_model(arrays: dict, *, n_batch: int, n_input: int, n_cell: int, n
         opts["kernel_type"] = "FULL"
     else:
         opts["time_major"] = time_major
+    if diagonal:
+        opts["diagonal_recurrent_tensors"] = True
     opts.update(options or {})
     if version is None:
         version = 1

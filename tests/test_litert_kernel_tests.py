@@ -827,3 +827,35 @@ def test_sparse_hybrid_lstm_follows_the_interpreter_where_it_differs_from_dense(
         dense = _sparse_lstm_model(a, s, flags_=flags(test), asym=asym, sparse_recurrent=False, block=0)
         other = run_steps(dense, xs, interpreter=True)
         assert max(float(np.abs(o - w).max()) for o, w in zip(other, want, strict=True)) > 1e-4
+
+
+# ---- unidirectional_sequence_lstm_test.cc: IndyLSTM (diagonal recurrent weights) -------------------------------
+INDY = list(itertools.product((False, True), (False, True), (False, True)))
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("use_cifg,use_peephole,asym", INDY,
+                         ids=[f"cifg{int(c)}-peephole{int(p)}-asym{int(a)}" for c, p, a in INDY])
+@pytest.mark.parametrize("name", ["HybridCheckThatDiagAndNonDiagRecurrentWeightsAreEqual",
+                                  "CheckThatDiagAndNonDiagRecurrentWeightsAreEqual"])
+def test_indy_lstm(name, use_cifg, use_peephole, asym, engine):
+    """A diagonal-recurrence LSTM equals the LSTM with the same weights on a diagonal matrix (1e-3 hybrid with UINT8
+    weights and float diagonal, 1e-6 float)."""
+    b = block("unidirectional_sequence_lstm_test", name, suite="IndyLSTMOpTest")
+    a, s = b["arrays"], b["scalars"]
+    hybrid = name.startswith("Hybrid")
+    if not hybrid:
+        asym = False  # the float test passes asymmetric_quantize_inputs=false
+    common = {k[:-2]: v for k, v in a.items() if k.endswith("()") and not k.startswith("SetRecurrent")}
+    dense = dict(common, **{k[:-2]: v for k, v in a.items() if k.startswith("SetRecurrent") and "@" not in k})
+    diag = dict(common, **{k[:-4]: v for k, v in a.items() if k.startswith("SetRecurrent") and k.endswith("@1")})
+    kw = dict(n_batch=s["n_batch"], n_input=s["n_input"], n_cell=s["n_cell"], n_output=s["n_output"],
+              use_cifg=use_cifg, use_peephole=use_peephole, use_projection_weights=False, use_projection_bias=False,
+              weight_type="UINT8" if hybrid else "FLOAT32", op="UNIDIRECTIONAL_SEQUENCE_LSTM",
+              time=s["sequence_length"], options={"asymmetric_quantize_inputs": asym})
+    m_dense = lstm_float_model(dense, **kw)
+    m_diag = lstm_float_model(diag, diagonal=True, recurrent_type="FLOAT32", **kw)
+    x = flat(a["lstm_input"]).reshape(s["sequence_length"], s["n_batch"], s["n_input"]).astype(np.float32)
+    (y_dense,) = run_steps(m_dense, [x], interpreter=engine)
+    (y_diag,) = run_steps(m_diag, [x], interpreter=engine)
+    _check([y_diag], [y_dense], 1e-3 if hybrid else 1e-6, name)

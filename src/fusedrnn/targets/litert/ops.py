@@ -123,6 +123,9 @@ class SequenceLSTM(_Stateful):
         self.options = options or LstmOptions()
         if not sequence:  # the one-step LSTM op runs its whole batch at once, like the time-major sequence path
             self.options = replace(self.options, time_major=True)
+        elif tensors["recurrent_to_forget_weights"] is not None:
+            # the sequence op reads a recurrent matrix as diagonal when its tensor has rank 1 (whatever the option)
+            self.options = replace(self.options, diagonal_recurrent_tensors=tensors.diagonal)
         self.tensors = tensors
         self.kernel = make_lstm_kernel(tensors, self.options, rounding=rounding, lstm_op=not sequence)
         self.sequence, self.name = sequence, name

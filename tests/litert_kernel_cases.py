@@ -240,21 +240,33 @@ def rnn_model(op: str, *, batches: int, units: int, size: int, weights, recurren
 
 
 def bi_rnn_model(*, batches: int, seq: int, units: int, size: int, weights, recurrent_weights, bias,
-                 quantize: bool, asym: bool, time_major: bool, merge: bool) -> bytes:
-    """The BIDIRECTIONAL_SEQUENCE_RNN of bidirectional_sequence_rnn_test.cc without aux input (RELU; UINT8
-    weights when ``quantize``), fw and bw with the same weights."""
+                 quantize: bool, asym: bool, time_major: bool, merge: bool, aux_size: int = 0,
+                 aux_mode: str = "none", aux_weights=None) -> bytes:
+    """The BIDIRECTIONAL_SEQUENCE_RNN of bidirectional_sequence_rnn_test.cc (RELU; UINT8 weights when
+    ``quantize``), fw and bw with the same weights; ``aux_mode`` "none", "no_cross" (an aux input without
+    weights: the backward cell reads it) or "cross" (aux weights ``aux_weights`` [units, aux_size] on both)."""
     wt = "UINT8" if quantize else "FLOAT32"
-    x_shape = (seq, batches, size) if time_major else (batches, seq, size)
-    ins = [const("input", None, type_name="FLOAT32", shape=x_shape)]
+
+    def seq_shape(n):
+        return (seq, batches, n) if time_major else (batches, seq, n)
+
+    ins = [const("input", None, type_name="FLOAT32", shape=seq_shape(size))]
     for d in ("fw", "bw"):
         ins += [weight(f"{d}_weights", weights, wt, (units, size)),
                 weight(f"{d}_recurrent_weights", recurrent_weights, wt, (units, units)),
                 const(f"{d}_bias", np.asarray(bias, np.float32).reshape(units)),
                 const(f"{d}_hidden_state", None, type_name="FLOAT32", shape=(batches, units), is_variable=True)]
-    ins += [None, None, None]
+    if aux_mode == "none":
+        ins += [None, None, None]
+    else:
+        ins.append(const("aux_input", None, type_name="FLOAT32", shape=seq_shape(aux_size)))
+        if aux_mode == "cross":
+            ins += [weight(f"{d}_aux_weights", aux_weights, wt, (units, aux_size)) for d in ("fw", "bw")]
+        else:
+            ins += [None, None]
 
     def out(name, n):
-        return const(name, None, type_name="FLOAT32", shape=(seq, batches, n) if time_major else (batches, seq, n))
+        return const(name, None, type_name="FLOAT32", shape=seq_shape(n))
 
     outs = [out("output", 2 * units)] if merge else [out("fw_output", units), out("bw_output", units)]
     opts = {"time_major": time_major, "fused_activation_function": "RELU", "merge_outputs": merge,

@@ -859,3 +859,116 @@ def test_indy_lstm(name, use_cifg, use_peephole, asym, engine):
     (y_dense,) = run_steps(m_dense, [x], interpreter=engine)
     (y_diag,) = run_steps(m_diag, [x], interpreter=engine)
     _check([y_diag], [y_dense], 1e-3 if hybrid else 1e-6, name)
+
+
+def _bi_rnn_arrays():
+    a = block("bidirectional_sequence_rnn_test", None, "preamble")["arrays"]
+    return {k: flat(v) for k, v in a.items()}
+
+
+def _tile_batches(seq_values: np.ndarray, B: int, time_major: bool) -> np.ndarray:
+    """[T, n] values repeated for every batch row, in the op's layout."""
+    v = seq_values[:, None, :]
+    return np.tile(v, (1, B, 1)) if time_major else np.tile(v.transpose(1, 0, 2), (B, 1, 1))
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+def test_bidirectional_rnn_reverse_inputs(engine):
+    """ClosedBoxTestReverseInputs: the reversed sequence swaps the directions' goldens (each reversed in time)."""
+    a = _bi_rnn_arrays()
+    B, T, U, I = 2, 16, 16, 8
+    model = bi_rnn_model(batches=B, seq=T, units=U, size=I, weights=a["weights"],
+                         recurrent_weights=a["recurrent_weights"], bias=a["biases"], quantize=False, asym=False,
+                         time_major=False, merge=False)
+    x = a["rnn_input"][:T * I].reshape(T, I)[::-1]
+    fw, bw = (a[k][:T * U].reshape(T, U)[::-1] for k in ("rnn_golden_bw_output", "rnn_golden_fw_output"))
+    got = run_outputs(model, _tile_batches(x, B, False).astype(np.float32), interpreter=engine)
+    _check(got, [_tile_batches(fw, B, False), _tile_batches(bw, B, False)], 1e-5, "reverse")
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+def test_bidirectional_rnn_end_to_end(engine):
+    """EndToEndTest: 64 sequences one call after another (the hidden states carry over), fw + bw through the test's
+    dense layer, against the goldens."""
+    b = block("bidirectional_sequence_rnn_test", "EndToEndTest")
+    a = _bi_rnn_arrays()
+    s = b["scalars"]
+    T, U, I, O, N = 4, 16, 8, s["output_size"], s["num_examples"]
+    model = bi_rnn_model(batches=1, seq=T, units=U, size=I, weights=a["weights"],
+                         recurrent_weights=a["recurrent_weights"], bias=a["biases"], quantize=False, asym=False,
+                         time_major=False, merge=False)
+    dnn_w = np.asarray(b["arrays"]["dnn_weights"], np.float32).reshape(U, O)
+    dnn_b = np.asarray(b["arrays"]["dnn_biases"], np.float32)
+    xs = a["endtoend_input"].reshape(N, 1, T, I).astype(np.float32)
+    gold = a["golden_endtoend_output"].reshape(N, T, O)
+    if engine:
+        it = interpreter_class()(model_content=model)
+        it.allocate_tensors()
+    else:
+        m = litert.load(model)
+    for k in range(N):
+        if engine:
+            it.set_tensor(it.get_input_details()[0]["index"], xs[k])
+            it.invoke()
+            fw, bw = (it.get_tensor(d["index"]) for d in it.get_output_details())
+        else:
+            fw, bw = m(xs[k])
+        y = (fw + bw).reshape(T, U).astype(np.float32) @ dnn_w + dnn_b
+        _check([y], [gold[k]], 1e-5, f"example {k}")
+
+
+_AUX = {  # (time_major, aux mode, feed regular input, feed aux input, directions checked)
+    "ClosedBoxTestNoCrossLinkingRegularAndAuxInput": (True, "no_cross", True, True, "fb"),
+    "ClosedBoxTestNoCrossLinkingRegularInputOnly": (True, "no_cross", True, False, "f"),
+    "ClosedBoxTestNoCrossLinkingAuxInputOnly": (True, "no_cross", False, True, "b"),
+    "ClosedBoxTestCrossLinkingAuxInputOnly": (False, "cross", False, True, "fb"),
+    "ClosedBoxTestCrossLinkingAuxInputOnlyTimeMajor": (True, "cross", False, True, "f"),
+}
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("name", list(_AUX))
+def test_bidirectional_rnn_aux_input(name, engine):
+    """The aux-input tests: without aux weights the backward cell reads the aux input (no cross-linking); with
+    them (cross-linking) both cells add it, here with zero regular weights and the regular weights on the aux."""
+    b = block("bidirectional_sequence_rnn_test", name)
+    assert flags(b)["aux_input_mode"].endswith("CrossLinking")
+    tm, mode, feed_x, feed_aux, check = _AUX[name]
+    a = _bi_rnn_arrays()
+    B, T, U, I = 2, 16, 16, 8
+    w = a["weights"] if mode == "no_cross" else np.zeros_like(a["weights"])
+    model = bi_rnn_model(batches=B, seq=T, units=U, size=I, weights=w, recurrent_weights=a["recurrent_weights"],
+                         bias=a["biases"], quantize=False, asym=False, time_major=tm, merge=False, aux_size=I,
+                         aux_mode=mode, aux_weights=a["weights"])
+    seqv = a["rnn_input"][:T * I].reshape(T, I)
+    zero = np.zeros_like(seqv)
+    x = _tile_batches(seqv if feed_x else zero, B, tm).astype(np.float32)
+    aux = _tile_batches(seqv if feed_aux else zero, B, tm).astype(np.float32)
+    got = run_inputs(model, [x, aux], interpreter=engine)
+    gold = {"f": a["rnn_golden_fw_output"], "b": a["rnn_golden_bw_output"]}
+    for k, d in enumerate("fb"):
+        if d in check:
+            _check([got[k]], [_tile_batches(gold[d][:T * U].reshape(T, U), B, tm)], 1e-5, f"{name} {d}")
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+@pytest.mark.parametrize("name,reg,aux", [("ClosedBoxTestCrossLinkingRegularAndAuxInputEvenSplit", 4, 4),
+                                          ("ClosedBoxTestCrossLinkingRegularAndAuxInputUnevenSplit", 2, 6)])
+def test_bidirectional_rnn_input_split(name, reg, aux, engine):
+    """run_closedbox_test_with_input_split: each input row and each weight row split into a regular part and an
+    aux part (cross-linking); the sums are the unsplit ones, so the goldens hold."""
+    b = block("bidirectional_sequence_rnn_test", name)
+    assert [v for k, v in b["flags"]] == [str(reg), str(aux)]
+    a = _bi_rnn_arrays()
+    B, T, U, I = 2, 16, 16, reg + aux
+    wf = a["weights"].reshape(U, I)
+    model = bi_rnn_model(batches=B, seq=T, units=U, size=reg, weights=wf[:, :reg],
+                         recurrent_weights=a["recurrent_weights"], bias=a["biases"], quantize=False, asym=False, time_major=False, merge=False, aux_size=aux,
+                         aux_mode="cross", aux_weights=wf[:, reg:])
+    xin = a["rnn_input"][:T * I].reshape(T, I)
+    x = _tile_batches(xin[:, :reg], B, False).astype(np.float32)
+    ax = _tile_batches(xin[:, reg:], B, False).astype(np.float32)
+    got = run_inputs(model, [x, ax], interpreter=engine)
+    want = [_tile_batches(a[k][:T * U].reshape(T, U), B, False)
+            for k in ("rnn_golden_fw_output", "rnn_golden_bw_output")]
+    _check(got, want, 1e-5, name)

@@ -963,8 +963,8 @@ def test_bidirectional_rnn_input_split(name, reg, aux, engine):
     B, T, U, I = 2, 16, 16, reg + aux
     wf = a["weights"].reshape(U, I)
     model = bi_rnn_model(batches=B, seq=T, units=U, size=reg, weights=wf[:, :reg],
-                         recurrent_weights=a["recurrent_weights"], bias=a["biases"], quantize=False, asym=False, time_major=False, merge=False, aux_size=aux,
-                         aux_mode="cross", aux_weights=wf[:, reg:])
+                         recurrent_weights=a["recurrent_weights"], bias=a["biases"], quantize=False, asym=False,
+                         time_major=False, merge=False, aux_size=aux, aux_mode="cross", aux_weights=wf[:, reg:])
     xin = a["rnn_input"][:T * I].reshape(T, I)
     x = _tile_batches(xin[:, :reg], B, False).astype(np.float32)
     ax = _tile_batches(xin[:, reg:], B, False).astype(np.float32)

@@ -10,7 +10,8 @@ script records
   ``const float name[] = {...}``; a call's brace argument ``m.SetGateBias({...})`` as ``SetGateBias()``), nested
   lists kept; a name given twice gets ``name@1``, ``name@2`` ...;
 * ``scalars``: ``const int n_batch = 2;``-style constants, initialised scalar variables and numeric member
-  assignments (``n_batch_ = 2;``);
+  assignments (``n_batch_ = 2;``), field assignments (``param_.cell_scale = -11;`` as ``param_.cell_scale``)
+  and ``std::fill_n(param_.bias.get(), n, 152)`` as ``fill:param_.bias``;
 * ``flags``: the ``/*name=*/value`` comments of the calls, in order (``[name, value-text]``);
 * ``tolerances``: ``{TensorType_X, tol}`` pairs;
 * ``calls``: ``[name, argument text, numeric brace arguments]`` of ``VerifyGoldens(...)`` /
@@ -51,6 +52,8 @@ _NUMERIC = re.compile(r"^[\s\d.\-+eExXa-fA-F,{}()uUlL*/]*$")
 _SCALAR = re.compile(r"(?:^|[;{}])\s*(?:const\s+|constexpr\s+)?(?:static\s+)?"
                      r"(?:int|int32_t|int64_t|float|double|bool|size_t)\s+(\w+)\s*=\s*([-+\w.]+)\s*;", re.M)
 _MEMBER = re.compile(r"(?:^|[;{}])\s*(\w+_)\s*=\s*([-+]?[\d.]+(?:[eE][-+]?\d+)?[fF]?)\s*;", re.M)
+_FIELD = re.compile(r"(?:^|[;{},])\s*(\w+)\.(\w+)\s*=\s*([-+]?\d[\d.eE]*)\s*[;,]", re.M)
+_FILL = re.compile(r"std::fill_n\(\s*(\w+)\.(\w+)\.get\(\)\s*,\s*\w+\s*,\s*([-+]?\d+)\s*\)")
 _FLAG = re.compile(r"/\*\s*(\w+)\s*=\s*\*/\s*([^,)\n]+)")
 _TOL = re.compile(r"\{\s*TensorType_(\w+)\s*,\s*([-+\d.eE]+)f?\s*\}")
 _CALL = re.compile(r"\b(VerifyGoldens|ArrayFloatNear|\w+OpModel)\s*(?:\w+\s*)?\(")
@@ -191,6 +194,8 @@ def _block(kind: str, header: str, body: str) -> dict:
     b["arrays"] = arrays
     b["scalars"] = {k: _number(v) if re.fullmatch(r"[-+\d.eExXa-fA-F]+[fFuUlL]?", v) else v
                     for k, v in _SCALAR.findall(text) + _MEMBER.findall(text)}
+    b["scalars"].update({f"{o}.{f}": _number(v) for o, f, v in _FIELD.findall(text)})
+    b["scalars"].update({f"fill:{o}.{f}": _number(v) for o, f, v in _FILL.findall(text)})
     b["flags"] = [[k, " ".join(v.split())] for k, v in _FLAG.findall(body)]
     b["tolerances"] = {k: float(v) for k, v in _TOL.findall(text)}
     calls = []

@@ -38,8 +38,9 @@ from litert_kernel_cases import (
 from fusedrnn import litert
 from fusedrnn.errors import FusedRNNError, UnsupportedFeatureError
 from fusedrnn.numerics.affine import tflite_symmetric_quantize
+from fusedrnn.targets.litert.lstm_integer import IntegerLstmKernel, IntegerLstmParameter
 from fusedrnn.targets.litert.rnn import SequenceGRU
-from fusedrnn.targets.litert.slots import const
+from fusedrnn.targets.litert.slots import LstmTensors, const
 from fusedrnn.targets.litert.sparsity import block_csr
 from fusedrnn.targets.litert.writer import OpSpec, single_op_model, write_model
 
@@ -972,3 +973,89 @@ def test_bidirectional_rnn_input_split(name, reg, aux, engine):
     want = [_tile_batches(a[k][:T * U].reshape(T, U), B, False)
             for k in ("rnn_golden_fw_output", "rnn_golden_bw_output")]
     _check(got, want, 1e-5, name)
+
+
+# ---- lstm_eval_test.cc: TestOneHybridAsymmLSTM (one hybrid step from a given cell state) ----------------------
+@pytest.mark.parametrize("engine", ENGINES, ids=_ids)
+def test_lstm_eval_one_hybrid_asymmetric_step(engine):
+    """EvalHybrid on the test's int8 weights (scale 18, projection scale 1), float biases and layer norm, RELU,
+    asymmetric inputs, from its cell state and a zero activation: cell (1e-2) and activation / output (2e-4)."""
+    base = block("lstm_eval_test", "BaseLstmParam", "class")
+    hyb = block("lstm_eval_test", "HybridLstmParam", "class")
+    fn = block("lstm_eval_test", "TestOneHybridAsymmLSTM", "function")
+    a = {**base["arrays"], **hyb["arrays"]}
+    s = base["scalars"]
+    B, I, H, P = s["n_batch_"], s["n_input_"], s["n_cell_"], s["n_output_"]
+    w_scale = float(fn["scalars"]["kDefaultScale"])
+    slots: list = [None] * 24
+    for j, (g, f) in enumerate((("i", "input"), ("f", "forget"), ("c", "cell"), ("o", "output"))):
+        slots[1 + j] = const(f"i2{g}", np.int8(a[f"i2{g}_"]).reshape(H, I), w_scale, 0)
+        slots[5 + j] = const(f"r2{g}", np.int8(a[f"r2{g}_"]).reshape(H, P), w_scale, 0)
+        slots[12 + j] = const(f"{f}_bias", np.float32(a[f"{f}_float_bias_"]))
+        slots[20 + j] = const(f"{f}_layer_norm", np.float32(a[f"layer_norm_float_{f}_"]))
+    slots[16] = const("projection", np.int8(a["projection_"]).reshape(P, H), 1.0, 0)
+    slots[17] = const("projection_bias", np.float32(a["projection_float_bias_"]))
+    slots[0] = const("input", None, type_name="FLOAT32", shape=(B, I))
+    slots[18] = const("output_state", None, type_name="FLOAT32", shape=(B, P), is_variable=True)
+    slots[19] = const("cell_state", None, type_name="FLOAT32", shape=(B, H), is_variable=True)
+    out = const("output", None, type_name="FLOAT32", shape=(B, P))
+    model = single_op_model("LSTM", slots, [out], {"fused_activation_function": "RELU", "kernel_type": "FULL",
+                                                    "asymmetric_quantize_inputs": True}, version=3)
+    x = np.float32(a["input_float_"]).reshape(B, I)
+    c0 = np.float32(a["cell_state_"]).reshape(B, H)
+    h0 = np.zeros((B, P), np.float32)
+    if engine:
+        it = interpreter_class()(model_content=model)
+        it.allocate_tensors()
+        idx = {d["name"]: d["index"] for d in it.get_tensor_details()}
+        it.set_tensor(idx["output_state"], h0)
+        it.set_tensor(idx["cell_state"], c0)
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        y = it.get_tensor(it.get_output_details()[0]["index"])
+        h, c = it.get_tensor(idx["output_state"]), it.get_tensor(idx["cell_state"])
+    else:
+        m = litert.load(model)
+        m.ops[0].set_state(h0, c0)
+        y = m(x)
+        ((h, c),) = m.ops[0].state
+    want_c, want_h = fn["arrays"]["expected_cell"], fn["arrays"]["expected_activation"]
+    _check([c], [want_c], 1e-2, "cell")
+    _check([h], [want_h], 2e-4, "activation")
+    _check([y], [want_h], 2e-4, "output")
+
+
+# ---- lstm_eval_test.cc: TestOneFullyQuantizedLSTM (EvalInteger8x8_16 with hand-set parameters) --------------
+def test_lstm_eval_one_fully_quantized_step():
+    """One 8x8_16 step with the test's IntegerLstmParameter (multipliers, effective biases, variance guards, cell
+    scale 2^-11, cell clip) set by hand, from its cell state and an activation at zero point 50: the cell and
+    the activation equal the test's (no model file can carry such parameters: no interpreter run)."""
+    base = block("lstm_eval_test", "BaseLstmParam", "class")
+    qp = block("lstm_eval_test", "QuantizedLstmParam", "class")
+    fn = block("lstm_eval_test", "TestOneFullyQuantizedLSTM", "function")
+    a = {**base["arrays"], **qp["arrays"]}
+    s = base["scalars"]
+    B, I, H, P = s["n_batch_"], s["n_input_"], s["n_cell_"], s["n_output_"]
+    prefix = "integer_lstm_param_."
+    fields = {k[len(prefix):]: v for k, v in qp["scalars"].items() if k.startswith(prefix)}
+    fields.update({k[len("fill:" + prefix):]: v for k, v in qp["scalars"].items() if k.startswith("fill:" + prefix)})
+    params = IntegerLstmParameter.from_fields(fields)
+    slots: list = [None] * 24
+    for j, (g, f) in enumerate((("i", "input"), ("f", "forget"), ("c", "cell"), ("o", "output"))):
+        slots[1 + j] = const(f"i2{g}", np.int8(a[f"i2{g}_"]).reshape(H, I), 1.0, 0)
+        slots[5 + j] = const(f"r2{g}", np.int8(a[f"r2{g}_"]).reshape(H, P), 1.0, 0)
+        slots[12 + j] = const(f"{f}_bias", np.int32(a[f"{f}_gate_bias_"]), 1.0, 0)
+        slots[20 + j] = const(f"{f}_layer_norm", np.int16(a[f"layer_norm_{f}_"]), 1.0, 0)
+    slots[16] = const("projection", np.int8(a["projection_"]).reshape(P, H), 1.0, 0)
+    slots[0] = const("input", None, 1.0, 0, type_name="INT8", shape=(B, I))
+    slots[18] = const("activation", None, 1.0, 50, type_name="INT8", shape=(B, P), is_variable=True)
+    slots[19] = const("cell", None, 2.0**-11, 0, type_name="INT16", shape=(B, H), is_variable=True)
+    k = IntegerLstmKernel.from_parameters(LstmTensors(slots), params)
+    x = np.int8(a["input_"]).reshape(1, B, I)
+    h0 = np.zeros((B, P), np.int8)  # the activation buffer holds zeros (its zero point, 50, is the kernel's zp)
+    c0 = np.int16(a["cell_"]).reshape(B, H)
+    for engine in ("numpy", "auto"):
+        y, (h, c) = k.run(x, (h0, c0), engine=engine)
+        np.testing.assert_array_equal(c.reshape(-1), fn["arrays"]["expected_cell"])
+        np.testing.assert_array_equal(h.reshape(-1), fn["arrays"]["expected_activation"])
+        np.testing.assert_array_equal(y.reshape(-1), fn["arrays"]["expected_activation"])

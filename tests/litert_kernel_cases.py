@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from fusedrnn.numerics.affine import tflite_symmetric_quantize
-from fusedrnn.targets.litert.slots import SLOT_NAMES, const
+from fusedrnn.targets.litert.slots import SLOT_NAMES, LstmTensors, const
 from fusedrnn.targets.litert.writer import single_op_model
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "litert_kernel_tests")
@@ -401,10 +401,11 @@ _INT_SLOTS = {1: "INT8", 2: "INT8", 3: "INT8", 4: "INT8", 5: "INT8", 6: "INT8", 
 def integer_lstm_model(arrays: dict, ranges: list, intermediates: list, *, n_batch: int, n_input: int, n_cell: int,
                        n_output: int, use_cifg: bool, use_peephole: bool, use_projection_weights: bool,
                        use_projection_bias: bool, use_layer_norm: bool, op: str = "LSTM", seq: int = 1,
-                       time_major: bool = True) -> bytes:
+                       time_major: bool = True, tensors_only: bool = False):
     """The integer LSTM of ``LSTMIntegerOpModel`` / ``UnidirectionalSequenceLSTMIntegerOpModel``: each tensor
     quantized from its (min, max) range (``ranges[k]`` for slot k, 24 for the output), INT16 output and cell
-    state, INT8 output, the given (scale, zero point) intermediates (5: 8x8_16, 12: 8x8_8)."""
+    state, INT8 output, the given (scale, zero point) intermediates (5: 8x8_16, 12: 8x8_8); ``tensors_only``: the
+    :class:`LstmTensors` (with the output tensor) instead of the model."""
     f = {"use_cifg": use_cifg, "use_peephole": use_peephole, "use_projection_weights": use_projection_weights,
          "use_projection_bias": use_projection_bias, "is_layer_norm": use_layer_norm}
     present = set(range(2, 5)) | {6, 7, 8, 13, 14, 15}
@@ -435,6 +436,8 @@ def integer_lstm_model(arrays: dict, ranges: list, intermediates: list, *, n_bat
     inter = [const(f"intermediate_{k}", None, float(s), int(z), type_name="INT16", shape=())
              for k, (s, z) in enumerate(intermediates)]
     out = qtensor("output", None, ranges[24], "INT8", y_shape)
+    if tensors_only:
+        return LstmTensors(slots, inter, output=out)
     opts = {"fused_activation_function": "TANH", "cell_clip": 0.0, "proj_clip": 0.0}
     if op != "LSTM":
         opts["time_major"] = time_major

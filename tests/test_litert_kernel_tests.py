@@ -36,7 +36,7 @@ from litert_kernel_cases import (
 )
 
 from fusedrnn import litert
-from fusedrnn.errors import FusedRNNError, UnsupportedFeatureError
+from fusedrnn.errors import FileFormatError, FusedRNNError, UnsupportedFeatureError
 from fusedrnn.numerics.affine import tflite_symmetric_quantize
 from fusedrnn.targets.litert.lstm_integer import IntegerLstmKernel, IntegerLstmParameter
 from fusedrnn.targets.litert.rnn import SequenceGRU
@@ -1059,3 +1059,53 @@ def test_lstm_eval_one_fully_quantized_step():
         np.testing.assert_array_equal(c.reshape(-1), fn["arrays"]["expected_cell"])
         np.testing.assert_array_equal(h.reshape(-1), fn["arrays"]["expected_activation"])
         np.testing.assert_array_equal(y.reshape(-1), fn["arrays"]["expected_activation"])
+
+
+@pytest.mark.skipif(not HAVE_INTERPRETER, reason="needs the LiteRT interpreter")
+@pytest.mark.parametrize("with_output", [False, True])
+def test_lstm_model_helper_writes_an_int16_output_state_with_an_int8_output(with_output):
+    """litert.lstm_model on the integer test's tensors (INT16 output state): the output is INT8 (at the state's
+    quantization, or the given output tensor's), and fusedrnn equals the interpreter on random inputs."""
+    b = block("unidirectional_sequence_lstm_test", "NoCifg_NoPeephole_Projection_LayerNorm",
+              suite="IntegerUnidirectionalSequenceLstmOpTest")
+    a, s, f = b["arrays"], b["scalars"], flags(b)
+    T, B, I = 6, s["n_batch"], s["n_input"]
+    t = integer_lstm_model(a, a["ranges"], a["intermediates"], n_batch=B, n_input=I, n_cell=s["n_cell"],
+                           n_output=s["n_output"], use_cifg=False, use_peephole=False, use_projection_weights=True,
+                           use_projection_bias=False, use_layer_norm=truth(f["use_layer_norm"]),
+                           op="UNIDIRECTIONAL_SEQUENCE_LSTM", seq=T, tensors_only=True)
+    assert t["output_state"].type_name == "INT16"
+    model = litert.lstm_model(t, {"time_major": True}, batch=B, time=T, output=t.output if with_output else None)
+    info = litert.read_model(model)
+    assert info.tensors[info.outputs[0]].type_name == "INT8"
+    x = np.random.default_rng(3).integers(-128, 128, (T, B, I)).astype(np.int8)
+    it = interpreter_class()(model_content=model)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    np.testing.assert_array_equal(litert.load(model)(x), it.get_tensor(it.get_output_details()[0]["index"]))
+
+
+def test_sparse_metadata_round_trip_and_refusals():
+    """block_csr / compress / densify round-trip a matrix; metadata that does not fit the tensor (an index past a
+    dimension, segments past the indices, a value count that differs, a huge dense form) is a FileFormatError."""
+    rng = np.random.default_rng(4)
+    d = rng.integers(-5, 6, (6, 48)).astype(np.int8)
+    d[:, 16:32] = 0
+    d[3] = 0
+    sp = block_csr(d, 16)
+    v = sp.compress(d)
+    assert v.size == 16 * sum(np.diff(sp.dim_metadata[1].segments))
+    np.testing.assert_array_equal(sp.densify(v, d.shape), d)
+    csr = sp.dim_metadata[1]
+    bad_index = replace(sp, dim_metadata=(sp.dim_metadata[0], replace(csr, indices=(5,) + csr.indices[1:]),
+                                          sp.dim_metadata[2]))
+    bad_segments = replace(sp, dim_metadata=(sp.dim_metadata[0], replace(csr, segments=csr.segments[:-1] + (999,)),
+                                             sp.dim_metadata[2]))
+    for bad in (bad_index, bad_segments):
+        with pytest.raises(FileFormatError):
+            bad.densify(v, d.shape)
+    with pytest.raises(FileFormatError):
+        sp.densify(v[:-1], d.shape)
+    with pytest.raises(FileFormatError):
+        sp.positions((1 << 14, 1 << 14))

@@ -19,7 +19,8 @@ import numpy as np
 from ...errors import FileFormatError
 
 DENSE, SPARSE_CSR = "DENSE", "SPARSE_CSR"
-_MAX_POSITIONS = 1 << 26  # stored values a model may declare (bounded resources for untrusted files)
+_MAX_POSITIONS = 1 << 24  # traversal paths a sparse tensor may declare (bounded resources for untrusted files)
+_MAX_DENSE = 1 << 26  # elements of a sparse tensor's dense form
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class Sparsity:
         """int64 flat dense index of every stored value, in storage order (FileFormatError when inconsistent)."""
         rank = len(shape)
         levels = len(self.traversal_order)
+        if math.prod(shape) > _MAX_DENSE:
+            raise FileFormatError(f"source: {what} sparsity: a dense form of {math.prod(shape)} elements (shape "
+                                  f"{list(shape)}) exceeds the {_MAX_DENSE} allowed")
         if (len(self.dim_metadata) != levels or levels != rank + len(self.block_map)
                 or sorted(self.traversal_order) != list(range(levels))
                 or any(not 0 <= d < rank for d in self.block_map)):

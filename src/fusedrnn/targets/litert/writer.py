@@ -224,10 +224,11 @@ def single_op_model(op_name: str, inputs: list[TensorInfo | None], outputs: list
 
 
 def lstm_model(t, options: dict, *, batch: int, time: int = 1, version: int | None = None,
-               op: str = "UNIDIRECTIONAL_SEQUENCE_LSTM") -> bytes:
+               op: str = "UNIDIRECTIONAL_SEQUENCE_LSTM", output: TensorInfo | None = None) -> bytes:
     """A model with one UNIDIRECTIONAL_SEQUENCE_LSTM (or, ``op="LSTM"``, one LSTM step): input x [B, T, I] (or
     [T, B, I] when ``time_major``; [B, I] for LSTM) of slot 0's type and quantization, output of the output
-    state's type and quantization, variable state tensors 18/19, the constant slots of ``t``
+    state's type and quantization (``output`` gives its own; an INT16 output state, which the integer kernels read
+    as int8 codes, gets an INT8 output), variable state tensors 18/19, the constant slots of ``t``
     (:class:`~fusedrnn.targets.litert.slots.LstmTensors`) and its intermediates."""
     tm = bool(options.get("time_major", False))
     n_in, n_out = t.n_input + 0, t.n_output
@@ -240,7 +241,12 @@ def lstm_model(t, options: dict, *, batch: int, time: int = 1, version: int | No
     x = replace(t["input"], shape=shape_x, data=None, is_variable=False, name="x")
     h = replace(t["output_state"], shape=(batch, n_out), data=None, is_variable=True, name="output_state")
     c = replace(t["cell_state"], shape=(batch, t.n_cell), data=None, is_variable=True, name="cell_state")
-    y = replace(h, shape=shape_y, is_variable=False, name="y")
+    if output is not None:  # the output's own type and quantization (an INT16 output state with an INT8 output)
+        y = replace(output, shape=shape_y, data=None, is_variable=False, name="y")
+    elif h.type_name == "INT16":  # the integer kernels write int8 codes: an INT8 output at the state's quantization
+        y = replace(h, type_name="INT8", shape=shape_y, is_variable=False, name="y")
+    else:
+        y = replace(h, shape=shape_y, is_variable=False, name="y")
     slots = list(t.slots)
     slots[INPUT], slots[OUTPUT_STATE], slots[CELL_STATE] = x, h, c
     if version is None:

@@ -3,8 +3,10 @@ state, build ops from tensors, write models, map Keras layers and fusedrnn layer
 
 from __future__ import annotations
 
+from .basic_lstm import BasicLSTM
 from .export import export, prepare, to_tflite
 from .graph import RECURRENT_OPS, Model, load
+from .lstm_integer import IntegerLstmKernel, IntegerLstmParameter
 from .ops import BidirectionalSequenceLSTM, SequenceLSTM, make_lstm_kernel
 from .reader import ModelInfo, OpInfo, TensorInfo, read_model
 from .rnn import BidirectionalSequenceRNN, RnnKernel, SequenceGRU, SequenceRNN
@@ -26,6 +28,9 @@ __all__ = [
     "const",
     "SequenceLSTM",
     "BidirectionalSequenceLSTM",
+    "BasicLSTM",
+    "IntegerLstmKernel",
+    "IntegerLstmParameter",
     "SequenceRNN",
     "BidirectionalSequenceRNN",
     "SequenceGRU",

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import DTypeError, FileFormatError, InputError, UnsupportedFeatureError
+from ...errors import DTypeError, FileFormatError, InputError, ShapeError, UnsupportedFeatureError
 from . import graph_ops
+from .basic_lstm import build_basic_lstm
 from .ops import BidirectionalSequenceLSTM, SequenceLSTM
 from .reader import ModelInfo, OpInfo, TensorInfo, read_model
 from .rnn import BidirectionalSequenceRNN, SequenceGRU, build_rnn_op
@@ -56,7 +57,7 @@ def lstm_tensors(info: ModelInfo, op: OpInfo) -> LstmTensors:
     """The 24 slots (and intermediates) of an LSTM / UNIDIRECTIONAL_SEQUENCE_LSTM node."""
     slots = [_get(info, op.inputs, k) for k in range(N_SLOTS)]
     inter = [info.tensors[i] if i >= 0 else None for i in op.intermediates]
-    return LstmTensors(slots, inter)
+    return LstmTensors(slots, inter, output=_get(info, op.outputs, 0))
 
 
 def bidirectional_lstm_tensors(info: ModelInfo, op: OpInfo) -> tuple[LstmTensors, LstmTensors]:
@@ -122,13 +123,43 @@ def _check_kind_slots(t: LstmTensors, op: OpInfo, direction: str) -> None:
                               f"{'no input' if t['input'] is None else 'no constant input_to_forget_weights'}")
 
 
+def check_bidirectional_aux(op: OpInfo, x: TensorInfo, aux: TensorInfo | None, fw: LstmTensors,
+                            bw: LstmTensors) -> None:
+    """The aux-input checks of BIDIRECTIONAL_SEQUENCE_LSTM's Prepare (``CheckAuxInputTensorDimensions``): with aux
+    weights the aux input is rank 3 with the input's first two dimensions and each aux weight is
+    [n_cell, aux size]; without them a present aux input has the input's shape. ShapeError otherwise."""
+    where = f"op {op.index} ({op.name}) aux_input"
+    has_weights = fw.aux[1] is not None
+    if aux is None:
+        if has_weights:
+            raise ShapeError(f"{where}: expected a tensor (the op has aux weights), got none")
+        return
+    if len(aux.shape) != 3 or tuple(aux.shape[:2]) != tuple(x.shape[:2]):
+        raise ShapeError(f"{where}: expected rank 3 with the input's first dimensions {tuple(x.shape[:2])}, got "
+                         f"shape {tuple(aux.shape)}")
+    if not has_weights:
+        if aux.shape[2] != x.shape[2]:
+            raise ShapeError(f"{where}: expected the input's shape {tuple(x.shape)} (no aux weights: the backward "
+                             f"cell reads it), got {tuple(aux.shape)}")
+        return
+    for d, t in (("fw", fw), ("bw", bw)):
+        for j, w in enumerate(t.aux):
+            if w is None:
+                continue
+            if tuple(w.shape) != (t.n_cell, aux.shape[2]):
+                raise ShapeError(f"op {op.index} ({op.name}) {d}_aux_input_to_{'ifco'[j]}_weights: expected shape "
+                                 f"{(t.n_cell, aux.shape[2])}, got {tuple(w.shape)}")
+
+
 def build_op(info: ModelInfo, op: OpInfo, *, rounding: str = "double"):
     """The stateful fusedrnn op for a recurrent node of ``info``."""
+    if op.name == "LSTM" and op.options.get("kernel_type", "FULL") == "BASIC":
+        return build_basic_lstm(info, op, rounding=rounding)
     check_slots(info, op)
     if op.name in ("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM"):
         if op.name == "LSTM" and op.options.get("kernel_type", "FULL") != "FULL":
-            raise UnsupportedFeatureError(f"op {op.index}: LSTM kernel_type {op.options['kernel_type']} (the legacy "
-                                          f"uint8 BASIC cell) is not implemented")
+            raise UnsupportedFeatureError(f"op {op.index}: LSTM kernel_type {op.options['kernel_type']}: expected "
+                                          f"FULL or BASIC")
         opts = LstmOptions.from_dict(op.options)
         t = lstm_tensors(info, op)
         _check_kind_slots(t, op, "")
@@ -137,6 +168,7 @@ def build_op(info: ModelInfo, op: OpInfo, *, rounding: str = "double"):
         fw, bw = bidirectional_lstm_tensors(info, op)
         _check_kind_slots(fw, op, "forward ")
         _check_kind_slots(bw, op, "backward ")
+        check_bidirectional_aux(op, _get(info, op.inputs, INPUT), _get(info, op.inputs, BI_AUX_INPUT), fw, bw)
         return BidirectionalSequenceLSTM(fw, bw, LstmOptions.from_dict(op.options, time_major=True))
     if op.name in ("RNN", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "UNIDIRECTIONAL_SEQUENCE_GRU"):
         return build_rnn_op(info, op)

@@ -6,6 +6,10 @@ when ``asymmetric_quantize_inputs`` — takes exact int32 dot products (float BL
 and accumulates ``float32(dot) · float32(s_row · s_w)`` in float32 in the kernel's order (bias, input, aux,
 recurrent, peephole). Peepholes are int8 dequantized on the fly; layer norm, activations, cell update and clipping
 are the float kernel's. The input term of all time steps is computed before the recurrence.
+
+Sparse weights (the LSTM op, CSR rows of 1 x 16 blocks) run LiteRT's sparse path: no zero-point correction (the
+products ignore asymmetric inputs' zero points), and the recurrent term scaled by the input rows' factors
+instead of the output state's (``CalculateLstmGateHybrid`` passes ``input_sf`` there).
 """
 
 from __future__ import annotations
@@ -39,23 +43,66 @@ from .slots import (
 _F32 = np.float32
 
 
+def hybrid_codes(t) -> np.ndarray:
+    """The int8 codes the hybrid kernels read from a weight tensor: INT8 data, or the bytes of UINT8 data read as
+    int8 (``GetTensorData<int8_t>``: the kernels never look at the zero point, only at the scale)."""
+    return np.ascontiguousarray(t.data).view(np.int8)
+
+
+def hybrid_values(t) -> np.ndarray | None:
+    """float32(code · scale) of a hybrid weight vector (peepholes, diagonal recurrence), codes as
+    :func:`hybrid_codes`; float tensors as they are."""
+    if t is None or t.data is None:
+        return None
+    if t.type_name in ("INT8", "UINT8"):
+        return (hybrid_codes(t).astype(_F32) * _F32(per_tensor(t, t.name)[0])).astype(_F32)
+    return np.asarray(t.data, _F32)
+
+
 def _sigmoid(v: np.ndarray) -> np.ndarray:
     return (1.0 / (1.0 + np.exp(-v.astype(np.float64)))).astype(_F32)
+
+
+SPARSE_BLOCK = 16  # SparseMatrixBatchVectorMultiplyAccumulate's 1 x 16 blocks
+
+
+def check_sparse_ledger(t, name: str) -> None:
+    """A sparse hybrid weight the LSTM op can run: CSR rows of 1 x 16 column blocks whose per-row counts and
+    block indices fit the kernel's uint8 ledger (``copy_ledger`` fails otherwise)."""
+    sp = t.sparsity
+    if len(t.shape) != 2 or not sp.is_block_csr(SPARSE_BLOCK) or t.shape[1] % SPARSE_BLOCK:
+        raise UnsupportedFeatureError(f"{name}: the sparse hybrid LSTM reads CSR rows of 1 x {SPARSE_BLOCK} blocks "
+                                      f"(traversal (0, 1, 2), block map (1,)); got traversal {sp.traversal_order}, "
+                                      f"block map {sp.block_map} for shape {tuple(t.shape)}")
+    seg = np.asarray(sp.dim_metadata[1].segments, np.int64)
+    idx = np.asarray(sp.dim_metadata[1].indices, np.int64)
+    if (np.diff(seg).max(initial=0) > 255) or (idx.max(initial=0) > 255):
+        raise UnsupportedFeatureError(f"{name}: more than 255 blocks in a row or a block index above 255 do not fit "
+                                      f"LiteRT's sparse ledger (the interpreter fails)")
 
 
 class _QuantMatrix:
     """Per-gate int8 weight blocks [G*H, K] side by side as one exact GEMM operand, with per-column weight scales
     and row sums (the zero-point correction)."""
 
-    def __init__(self, ts, name: str):
+    def __init__(self, ts, name: str, *, sparse_ok: bool = False):
         blocks, scales, sums = [], [], []
+        sparse = {t.sparsity is not None for t in ts}
+        if len(sparse) > 1:
+            raise UnsupportedFeatureError(f"{name}: some gates sparse and some dense is not implemented")
+        self.sparse = sparse == {True}
+        if self.sparse:
+            if not sparse_ok:
+                raise UnsupportedFeatureError(f"{name}: sparse weights: LiteRT's kernel for this op reads the "
+                                              f"stored values as a dense matrix (past its buffer); only the LSTM op's "
+                                              f"hybrid kernel runs sparse weights")
+            for t in ts:
+                check_sparse_ledger(t, name)
         for t in ts:
             if t.type_name not in ("INT8", "UINT8"):
-                raise UnsupportedFeatureError(f"{name}: hybrid weights must be int8, got {t.type_name}")
-            s, zp = per_tensor(t, name)
-            if t.type_name == "UINT8" or zp != 0:
-                raise UnsupportedFeatureError(f"{name}: only int8 symmetric hybrid weights are implemented")
-            q = np.asarray(t.data, np.int8)
+                raise UnsupportedFeatureError(f"{name}: hybrid weights must be INT8 or UINT8, got {t.type_name}")
+            s, _ = per_tensor(t, name)
+            q = hybrid_codes(t)
             blocks.append(q.T)
             scales.append(np.full(q.shape[0], s, _F32))
             sums.append(q.astype(np.int64).sum(axis=1))
@@ -77,7 +124,7 @@ class HybridLstmKernel:
 
     kind = "hybrid"
 
-    def __init__(self, t: LstmTensors, opts: LstmOptions):
+    def __init__(self, t: LstmTensors, opts: LstmOptions, *, sparse_ok: bool = False):
         diag = opts.diagonal_recurrent_tensors
         t.validate(diag)
         self.opts, self.t = opts, t
@@ -87,26 +134,31 @@ class HybridLstmKernel:
         self.gates = [GATE[g] for g in GATES if not (self.cifg and g == "i")]  # CIFG: no input gate
         G = len(self.gates)
         self.G = G
-        self.W = _QuantMatrix([t[INPUT_WEIGHTS[g]] for g in self.gates], "input weights")
+        self.W = _QuantMatrix([t[INPUT_WEIGHTS[g]] for g in self.gates], "input weights", sparse_ok=sparse_ok)
         self.A = _QuantMatrix([t.aux[g] for g in self.gates], "aux weights") if self.n_aux else None
         if diag:
-            self.Rdiag = np.concatenate([dequantized(t[RECURRENT_WEIGHTS[g]]) for g in self.gates]).astype(_F32)
+            self.Rdiag = np.concatenate([hybrid_values(t[RECURRENT_WEIGHTS[g]]) for g in self.gates]).astype(_F32)
             self.R = None
         else:
-            self.R = _QuantMatrix([t[RECURRENT_WEIGHTS[g]] for g in self.gates], "recurrent weights")
+            self.R = _QuantMatrix([t[RECURRENT_WEIGHTS[g]] for g in self.gates], "recurrent weights",
+                                  sparse_ok=sparse_ok)
         self.bias = np.concatenate([dequantized(t[GATE_BIASES[g]]) if t[GATE_BIASES[g]] is not None
                                     else np.zeros(H, _F32) for g in self.gates]).astype(_F32)
         self.P = {}
         for g, k in ((GATE[p], k) for p, k in zip(PEEPHOLE_GATES, PEEPHOLES, strict=True)):
             if g in self.gates and t[k] is not None:
-                self.P[g] = dequantized(t[k])  # float32(w_q · s): VectorScalarMultiply
+                self.P[g] = hybrid_values(t[k])  # float32(w_q · s): VectorScalarMultiply
         self.L = {g: dequantized(t[LAYER_NORM[g]]) for g in self.gates} if self.ln else {}
         self.proj = None
         if t.projection:
-            self.proj = _QuantMatrix([t["projection_weights"]], "projection_weights")
+            self.proj = _QuantMatrix([t["projection_weights"]], "projection_weights", sparse_ok=sparse_ok)
             self.proj_bias = dequantized(t["projection_bias"])
         self.act = opts.fused_activation_function
         self.asym = opts.asymmetric_quantize_inputs
+        if self.asym and any(m is not None and m.sparse for m in (self.W, self.R, self.proj)):
+            raise UnsupportedFeatureError("asymmetric_quantize_inputs: with sparse weights LiteRT computes the "
+                                          "zero-point row sums of every weight as if it were dense, reading past the "
+                                          "stored values (its outputs are undefined); not emulated")
 
     def initial_state(self, B: int) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros((B, self.n_output), _F32), np.zeros((B, self.n_cell), _F32)
@@ -134,8 +186,9 @@ class HybridLstmKernel:
         H, G = self.n_cell, self.G
         xf = np.ascontiguousarray(x, _F32).reshape(T * B, I)
         q, s, zp = self._quantize(xf)
+        s_in = s.reshape(T, B)  # the input rows' scales (the sparse recurrent term reads them)
         base = np.zeros(G * H, _F32) if self.ln else self.bias
-        acc_in = (base + self.W.term(q, s, zp)).reshape(T, B, G * H)
+        acc_in = (base + self.W.term(q, s, None if self.W.sparse else zp)).reshape(T, B, G * H)
         if self.A is not None:
             af = np.ascontiguousarray(aux, _F32).reshape(T * B, -1)
             qa, sa, za = self._quantize(af)
@@ -150,7 +203,10 @@ class HybridLstmKernel:
                 acc += np.tile(h, (1, G)) * self.Rdiag
             elif h.any():
                 qh, sh, zh = self._quantize(h)
-                acc += self.R.term(qh, sh, zh)
+                if self.R.sparse:  # LiteRT's sparse path scales it by the input's factors and skips zero points
+                    acc += self.R.term(qh, s_in[step], None)
+                else:
+                    acc += self.R.term(qh, sh, zh)
             acc = acc.reshape(B, G, H)
             gates = {}
             for g in self.gates:
@@ -180,7 +236,7 @@ class HybridLstmKernel:
                     np.tile(self.proj_bias, (B, 1)).astype(_F32)
                 if m.any():
                     qm, sm, zm = self._quantize(m)
-                    h = (h + self.proj.term(qm, sm, zm)).astype(_F32)
+                    h = (h + self.proj.term(qm, sm, None if self.proj.sparse else zm)).astype(_F32)
                 if self.opts.proj_clip > 0:
                     np.clip(h, -_F32(self.opts.proj_clip), _F32(self.opts.proj_clip), out=h)
             else:

@@ -11,7 +11,7 @@ n_output != n_cell, is reproduced).
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from ...numerics.core import Requant
 from ...numerics.int_matmul import IntMatrix
 from . import _compiled
 from ._arith import activation_lut, apply_lut, saturating_lut
+from .lstm_integer8 import initial_output_state
 from .slots import (
     C_GATE,
     F_GATE,
@@ -46,6 +47,17 @@ ROUNDINGS = ("double", "single")
 _F32 = np.float32
 
 
+def checked_log2(x: float) -> int | None:
+    """LiteRT's ``CheckedLog2`` in float32: n = round(log(x) · (1 / log 2)) when the fractional part is below 1e-3
+    (the kernel then uses 2^n, e.g. 2^-15 for a cell scale of 2/65535), else None (the kernel refuses)."""
+    x32 = np.float32(x)
+    if not (np.isfinite(x32) and x32 > 0):
+        return None
+    v = np.float32(np.log(x32)) * np.float32(np.float32(1.0) / np.float32(np.log(np.float32(2.0))))
+    r = np.float32(np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)))  # TfLiteRound: half away from zero
+    return int(r) if abs(float(np.float32(v - r))) < 1e-3 else None
+
+
 def _qm(m: float, rounding: str) -> tuple[int, int]:
     q, s = gemmlowp.quantize_multiplier(float(m), rounding=rounding)
     return int(q), int(s)
@@ -58,6 +70,64 @@ def _exact_product(M: IntMatrix, a: np.ndarray, out: np.ndarray, fbuf: np.ndarra
     else:
         M.matmul_float(a, out=fbuf, check=False)
         np.copyto(out, fbuf, casting="unsafe")
+
+
+_LITERT_GATE = {"i": "input", "f": "forget", "g": "cell", "o": "output"}
+"""Canonical gate letter -> the gate's name in LiteRT's parameter fields (the cell candidate is "cell")."""
+
+
+@dataclass(frozen=True)
+class IntegerLstmParameter:
+    """LiteRT's ``lstm_eval::IntegerLstmParameter`` for the 8x8_16 kernel, as the kernel's Prepare computes it (or
+    a test sets it by hand): per gate ("i", "f", "g", "o") the (a, b) multipliers ``effective_input_to_<gate>_scale``,
+    ``effective_recurrent_to_<gate>_scale``, the peepholes' ``effective_cell_to_<gate>_scale``, the layer norms'
+    ``layer_norm_<gate>_scale`` and ``<gate>_variance_guard``, the effective biases ``input_to_<gate>_effective_bias``
+    / ``recurrent_to_<gate>_effective_bias`` ([n_cell] or one value for all), the hidden state's
+    ``effective_hidden_scale`` and ``hidden_zp``, ``effective_proj_scale`` and ``projection_effective_bias``,
+    ``cell_scale`` (log2 of the cell state's scale) and the quantized clips."""
+
+    input_scale: dict
+    recurrent_scale: dict
+    input_effective_bias: dict
+    recurrent_effective_bias: dict
+    hidden_scale: tuple
+    cell_scale: int
+    hidden_zp: int = 0
+    layer_norm_scale: dict = field(default_factory=dict)
+    variance_guard: dict = field(default_factory=dict)
+    cell_to_gate_scale: dict = field(default_factory=dict)
+    proj_scale: tuple = (0, 0)
+    projection_effective_bias: object = None
+    quantized_cell_clip: int = 0
+    quantized_proj_clip: int = 0
+
+    @classmethod
+    def from_fields(cls, fields: dict) -> IntegerLstmParameter:
+        """From LiteRT's field names: ``effective_input_to_forget_scale_a``, ``layer_norm_cell_scale_b``,
+        ``output_variance_guard``, ``input_to_input_effective_bias``, ``cell_scale`` ... (absent ones: none)."""
+        def ab(name):
+            return (int(fields[name + "_a"]), int(fields[name + "_b"])) if name + "_a" in fields else None
+
+        def per_gate(fmt, pair=True):
+            out = {}
+            for g, n in _LITERT_GATE.items():
+                v = ab(fmt.format(n)) if pair else fields.get(fmt.format(n))
+                if v is not None:
+                    out[g] = v
+            return out
+
+        return cls(input_scale=per_gate("effective_input_to_{}_scale"),
+                   recurrent_scale=per_gate("effective_recurrent_to_{}_scale"),
+                   input_effective_bias=per_gate("input_to_{}_effective_bias", False),
+                   recurrent_effective_bias=per_gate("recurrent_to_{}_effective_bias", False),
+                   hidden_scale=ab("effective_hidden_scale") or (0, 0), cell_scale=int(fields["cell_scale"]),
+                   hidden_zp=int(fields.get("hidden_zp", 0)), layer_norm_scale=per_gate("layer_norm_{}_scale"),
+                   variance_guard=per_gate("{}_variance_guard", False),
+                   cell_to_gate_scale=per_gate("effective_cell_to_{}_scale"),
+                   proj_scale=ab("effective_proj_scale") or (0, 0),
+                   projection_effective_bias=fields.get("projection_effective_bias"),
+                   quantized_cell_clip=int(fields.get("quantized_cell_clip", 0)),
+                   quantized_proj_clip=int(fields.get("quantized_proj_clip", 0)))
 
 
 class IntegerLstmKernel:
@@ -86,10 +156,10 @@ class IntegerLstmKernel:
         s_x, zp_x = per_tensor(t["input"], "input")
         s_h, zp_h = per_tensor(t["output_state"], "output_state")
         s_c, _ = per_tensor(t["cell_state"], "cell_state")
-        cs = math.log2(s_c)
-        if cs != int(cs):
-            raise AttributeValueError(f"cell_state: the int16 cell scale must be a power of two, got {s_c!r}")
-        cs = int(cs)
+        cs = checked_log2(s_c)
+        if cs is None:
+            raise AttributeValueError(f"cell_state: the int16 cell scale must be a power of two (log2 within 1e-3 of "
+                                      f"an integer, as LiteRT's CheckedLog2 asks), got {s_c!r}")
         if not 0 <= 15 + cs <= 6:
             raise UnsupportedFeatureError(f"cell_state: scale 2^{cs} needs tanh with {15 + cs} integer bits; TFLite "
                                           f"supports 0..6 (cell scales 2^-15 .. 2^-9)")
@@ -103,7 +173,6 @@ class IntegerLstmKernel:
         # column blocks: the sigmoid gates (i, f, o) first, then the cell gate c, so one look-up covers each kind
         gates = [GATE[g] for g in ("fog" if self.cifg else "ifog")]  # indices into the per-gate slots
         self.gates = gates
-        G = len(gates)
         inter_scale = []
         for g in range(len(GATES)):
             if self.ln:
@@ -139,26 +208,7 @@ class IntegerLstmKernel:
             rec_bias.append((-zp_h) * Rd.sum(axis=1))
             Wcols.append(W.data.T)
             Rcols.append(R.data.T)
-        self.in_req = Requant(q_in, s_in, rounding)
-        self.rec_req = Requant(q_rec, s_rec, rounding)
-        self.in_bias = np.concatenate(in_bias)
-        self.rec_bias = np.concatenate(rec_bias)
-        self.W = IntMatrix(np.concatenate(Wcols, axis=1), a_absmax=128)  # [I, G*H]
-        self._rec_cols = np.concatenate(Rcols, axis=1)  # int8 [Hp, G*H] (the compiled loop's copy)
-        self.R = IntMatrix(self._rec_cols, a_absmax=128)
-        # the accumulators need no int32 wrap when their bounds stay below 2^31
-        self.rec_fits = Hp * 128 * 128 + int(np.abs(self.rec_bias).max(initial=0)) < 2**31
-        self.in_fits = I * 128 * 128 + int(np.abs(self.in_bias).max(initial=0)) < 2**31
-        self.in_bias_q = self.in_req.with_bias(self.in_bias) if self.in_fits and self.in_req.one_pass else None
-        self.rec_bias_q = self.rec_req.with_bias(self.rec_bias) if self.rec_fits and self.rec_req.one_pass else None
-        self.G = G
-        # the requantized recurrent term is not saturated on its own (TFLite adds it to the saturated input term
-        # and saturates the sum); the saturating tables of the fast path cover sums in [-2^16, 2^16), so models
-        # whose recurrent term can leave the int16 range (|acc| <= Hp·128·128 + |bias|, times the multiplier)
-        # saturate explicitly instead
-        acc_max = Hp * 128 * 128 + int(np.abs(self.rec_bias).max(initial=0))
-        mult = np.asarray(q_rec, np.float64) * np.exp2(np.asarray(s_rec, np.float64) - 31)
-        self.rec_wide = bool(acc_max * float(mult.max(initial=0)) + 2 > 32767)
+        self._set_matrices(q_in, s_in, q_rec, s_rec, in_bias, rec_bias, Wcols, Rcols)
         # peepholes (int16, symmetric): i, f use the old cell, o the new one
         self.P = {}
         if self.peephole:
@@ -209,9 +259,101 @@ class IntegerLstmKernel:
         self.tanh3_sat = saturating_lut("tanh", 3)
         self.tanh_c = activation_lut("tanh", 15 + cs)
 
+
+    @classmethod
+    def from_parameters(cls, t: LstmTensors, params: IntegerLstmParameter, opts: LstmOptions | None = None, *,
+                        rounding: str = "double") -> IntegerLstmKernel:
+        """The kernel with LiteRT's integer parameters given directly (``EvalInteger8x8_16`` with a hand-set
+        ``IntegerLstmParameter``, as lstm_eval_test.cc calls it) instead of derived from the tensors' scales: ``t``
+        gives the int8 weights, layer-norm coefficients and gate biases (layer norm adds them), the projection
+        weights and the output state's zero point; ``params`` everything else."""
+        if rounding not in ROUNDINGS:
+            raise AttributeValueError(f"rounding: expected one of {ROUNDINGS}, got {rounding!r}")
+        t.validate()
+        k = cls.__new__(cls)
+        k.rounding, k.opts, k.t = rounding, opts or LstmOptions(time_major=True), t
+        H, I, Hp = t.n_cell, t.n_input, t.n_output
+        k.n_cell, k.n_input, k.n_output, k.n_aux = H, I, Hp, 0
+        k.cifg, k.ln, k.peephole, k.proj = t.cifg, t.layer_norm, t.peephole, t.projection
+        k.gates = [GATE[g] for g in ("fog" if k.cifg else "ifog")]
+        cs = int(params.cell_scale)
+        if not 0 <= 15 + cs <= 6:
+            raise UnsupportedFeatureError(f"cell_scale: 2^{cs} needs tanh with {15 + cs} integer bits; TFLite "
+                                          f"supports 0..6")
+
+        def col(v, n):
+            return np.broadcast_to(np.asarray(0 if v is None else v, np.int64), (n,)).copy()
+
+        q_in, s_in, q_rec, s_rec, in_bias, rec_bias, Wcols, Rcols = [], [], [], [], [], [], [], []
+        for g in k.gates:
+            letter = GATES[g]
+            (qa, qb), (ra, rb) = params.input_scale[letter], params.recurrent_scale[letter]
+            q_in += [qa] * H
+            s_in += [qb] * H
+            q_rec += [ra] * H
+            s_rec += [rb] * H
+            in_bias.append(col(params.input_effective_bias.get(letter), H))
+            rec_bias.append(col(params.recurrent_effective_bias.get(letter), H))
+            Wcols.append(t[INPUT_WEIGHTS[g]].data.T)
+            Rcols.append(t[RECURRENT_WEIGHTS[g]].data.T)
+        k._set_matrices(q_in, s_in, q_rec, s_rec, in_bias, rec_bias, Wcols, Rcols)
+        k.P = {}
+        for g, slot in ((GATE[p], sl) for p, sl in zip(PEEPHOLE_GATES, PEEPHOLES, strict=True)):
+            if g in k.gates and t[slot] is not None:
+                k.P[g] = (t[slot].data.astype(np.int64), Requant(*params.cell_to_gate_scale[GATES[g]], rounding))
+        k.ln_params = {}
+        if k.ln:
+            for g in k.gates:
+                a, b = params.layer_norm_scale[GATES[g]]
+                bt = t[GATE_BIASES[g]]
+                k.ln_params[g] = (t[LAYER_NORM[g]].data.astype(np.int64),
+                                  np.zeros(H, np.int64) if bt is None else bt.data.astype(np.int64),
+                                  Requant(a, b + 12, rounding), int(params.variance_guard[GATES[g]]))
+        k.hid_req = Requant(*params.hidden_scale, rounding)
+        k.zp_hid = int(params.hidden_zp)
+        k.zp_h = per_tensor(t["output_state"], "output_state")[1]
+        if k.proj:
+            k.proj_req = Requant(*params.proj_scale, rounding)
+            k.proj_bias = col(params.projection_effective_bias, Hp)
+            k.Wp = IntMatrix(np.ascontiguousarray(t["projection_weights"].data.T), a_absmax=128)
+        k.qcell_clip, k.qproj_clip = int(params.quantized_cell_clip), int(params.quantized_proj_clip)
+        k.cell_scale = cs
+        k.sig = activation_lut("logistic", 3)
+        k.tanh3 = activation_lut("tanh", 3)
+        k.sig_sat = saturating_lut("logistic", 3)
+        k.tanh3_sat = saturating_lut("tanh", 3)
+        k.tanh_c = activation_lut("tanh", 15 + cs)
+        return k
+
+    def _set_matrices(self, q_in, s_in, q_rec, s_rec, in_bias, rec_bias, Wcols, Rcols) -> None:
+        """The per-column multipliers, effective biases and weight matrices (gate blocks side by side), and the
+        fast paths they allow."""
+        Hp, I = self.n_output, self.n_input  # noqa: N806
+        self.in_req = Requant(q_in, s_in, self.rounding)
+        self.rec_req = Requant(q_rec, s_rec, self.rounding)
+        self.in_bias = np.concatenate(in_bias)
+        self.rec_bias = np.concatenate(rec_bias)
+        self.W = IntMatrix(np.concatenate(Wcols, axis=1), a_absmax=128)  # [I, G*H]
+        self._rec_cols = np.concatenate(Rcols, axis=1)  # int8 [Hp, G*H] (the compiled loop's copy)
+        self.R = IntMatrix(self._rec_cols, a_absmax=128)
+        # the accumulators need no int32 wrap when their bounds stay below 2^31
+        self.rec_fits = Hp * 128 * 128 + int(np.abs(self.rec_bias).max(initial=0)) < 2**31
+        self.in_fits = I * 128 * 128 + int(np.abs(self.in_bias).max(initial=0)) < 2**31
+        self.in_bias_q = self.in_req.with_bias(self.in_bias) if self.in_fits and self.in_req.one_pass else None
+        self.rec_bias_q = self.rec_req.with_bias(self.rec_bias) if self.rec_fits and self.rec_req.one_pass else None
+        self.G = len(self.gates)
+        # the requantized recurrent term is not saturated on its own (TFLite adds it to the saturated input term
+        # and saturates the sum); the saturating tables of the fast path cover sums in [-2^16, 2^16), so models
+        # whose recurrent term can leave the int16 range (|acc| <= Hp·128·128 + |bias|, times the multiplier)
+        # saturate explicitly instead
+        acc_max = Hp * 128 * 128 + int(np.abs(self.rec_bias).max(initial=0))
+        mult = np.asarray(q_rec, np.float64) * np.exp2(np.asarray(s_rec, np.float64) - 31)
+        self.rec_wide = bool(acc_max * float(mult.max(initial=0)) + 2 > 32767)
+
     def initial_state(self, B: int) -> tuple[np.ndarray, np.ndarray]:
-        """The state after ``reset_all_variables()``: output state = its zero point, cell = 0."""
-        return np.full((B, self.n_output), self.zp_h, np.int8), np.zeros((B, self.n_cell), np.int16)
+        """The state after ``reset_all_variables()``: output state = its zero point (zero bytes for an INT16
+        output-state tensor, which the kernel reads as int8 codes), cell = 0."""
+        return initial_output_state(self.t, self.zp_h, self.n_output, B), np.zeros((B, self.n_cell), np.int16)
 
     # ---- pieces ----------------------------------------------------------------------------------------------
     def _layer_norm(self, x: np.ndarray, g: int) -> np.ndarray:

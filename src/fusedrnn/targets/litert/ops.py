@@ -14,20 +14,37 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, UnsupportedFeatureError
+from ...errors import AttributeValueError, DTypeError, InputError, ShapeError, UnsupportedFeatureError
 from .lstm_float import FloatLstmKernel
 from .lstm_hybrid import HybridLstmKernel
 from .lstm_integer import IntegerLstmKernel
-from .slots import LstmOptions, LstmTensors
+from .lstm_integer8 import Integer8x8_8LstmKernel, N_INTERMEDIATES_8x8_8
+from .slots import N_INTERMEDIATES, LstmOptions, LstmTensors
 
 
-def make_lstm_kernel(t: LstmTensors, opts: LstmOptions, *, rounding: str = "double"):
-    """The prepared kernel for one LSTM direction: float, hybrid or integer 8x8_16 by the tensor types."""
+def make_lstm_kernel(t: LstmTensors, opts: LstmOptions, *, rounding: str = "double", lstm_op: bool = False):
+    """The prepared kernel for one LSTM direction: float, hybrid or integer by the tensor types.
+
+    ``lstm_op``: the one-step LSTM op, whose kernel also runs an integer LSTM with 12 intermediate tensors
+    (8x8_8; the sequence ops, like LiteRT's, take 5: 8x8_16) and sparse hybrid weights (when
+    input_to_output_weights is sparse, as LiteRT decides). Sparse weights anywhere else are refused: LiteRT's
+    kernels would read their stored values as a dense matrix."""
     kind = t.kind()
+    if kind == "hybrid":
+        w = t["input_to_output_weights"]
+        return HybridLstmKernel(t, opts, sparse_ok=lstm_op and w is not None and w.sparsity is not None)
+    sparse = [k for k, v in enumerate(t.slots) if v is not None and v.sparsity is not None]
+    if sparse:
+        raise UnsupportedFeatureError(f"slot {sparse[0]}: sparse weights run in LiteRT's hybrid LSTM op only (the "
+                                      f"{kind} kernel reads the stored values as a dense matrix)")
     if kind == "float":
         return FloatLstmKernel(t, opts)
-    if kind == "hybrid":
-        return HybridLstmKernel(t, opts)
+    n = len(t.intermediates)
+    if n == N_INTERMEDIATES_8x8_8 and lstm_op:
+        return Integer8x8_8LstmKernel(t, opts, rounding=rounding, output=t.output)
+    if n not in (0, N_INTERMEDIATES):
+        raise AttributeValueError(f"intermediates: the integer LSTM takes {N_INTERMEDIATES} intermediate tensors "
+                                  f"(8x8_16){f' or {N_INTERMEDIATES_8x8_8} (8x8_8)' if lstm_op else ''}, got {n}")
     return IntegerLstmKernel(t, opts, rounding=rounding)
 
 
@@ -54,6 +71,39 @@ class _Stateful:
         """Forget the carried state (``interpreter.reset_all_variables()``)."""
         self.state = None
 
+    def _kernels(self) -> list:
+        return [self.fw, self.bw] if hasattr(self, "bw") else [self.kernel]
+
+    def set_state(self, *arrays) -> None:
+        """Set the variable tensors the next call starts from, as ``SetInput`` on a state tensor (or
+        ``interpreter.set_tensor`` on it) does: LSTM ``(h, c)``, bidirectional LSTM ``(fw_h, fw_c, bw_h, bw_c)``,
+        RNN ``(h,)``, bidirectional RNN ``(fw_h, bw_h)``; each [batch, width] of the state's dtype (int8 h and int16
+        c for the 8x8_16 LSTM). The batch size is the arrays'; ``reset()`` goes back to the initial state."""
+        kernels = self._kernels()
+        if not arrays:
+            raise InputError("state: expected the op's state arrays, got none")
+        B = np.shape(arrays[0])[0] if np.ndim(arrays[0]) else 0
+        templates = [k.initial_state(B) for k in kernels]
+        n = sum(len(t) for t in templates)
+        if len(arrays) != n:
+            raise InputError(f"state: this op holds {n} state tensor(s) ({self.name}), got {len(arrays)}")
+        it = iter(arrays)
+        state = []
+        for tmpl in templates:
+            parts = []
+            for j, t in enumerate(tmpl):
+                a = np.asarray(next(it))
+                if a.shape != t.shape:
+                    raise ShapeError(f"state[{len(parts) + j}]: expected shape {t.shape} [batch, width], got {a.shape}")
+                if a.dtype != t.dtype:
+                    if t.dtype.kind == "f" and a.dtype.kind in "fiu":
+                        a = a.astype(t.dtype)
+                    else:
+                        raise DTypeError(f"state: expected {t.dtype} values, got {a.dtype}")
+                parts.append(np.array(a, t.dtype))
+            state.append(tuple(parts))
+        self.state = state
+
     def _state_for(self, kernels, B: int):
         if self.state is None:
             return [k.initial_state(B) for k in kernels]
@@ -73,8 +123,11 @@ class SequenceLSTM(_Stateful):
         self.options = options or LstmOptions()
         if not sequence:  # the one-step LSTM op runs its whole batch at once, like the time-major sequence path
             self.options = replace(self.options, time_major=True)
+        elif tensors["recurrent_to_forget_weights"] is not None:
+            # the sequence op reads a recurrent matrix as diagonal when its tensor has rank 1 (whatever the option)
+            self.options = replace(self.options, diagonal_recurrent_tensors=tensors.diagonal)
         self.tensors = tensors
-        self.kernel = make_lstm_kernel(tensors, self.options, rounding=rounding)
+        self.kernel = make_lstm_kernel(tensors, self.options, rounding=rounding, lstm_op=not sequence)
         self.sequence, self.name = sequence, name
 
     @property

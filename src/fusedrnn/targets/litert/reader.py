@@ -3,6 +3,9 @@
 
 Optional operator inputs are ``-1`` in ``OpInfo.inputs``, as in the flatbuffer.
 
+A sparse constant (``SparsityParameters``) is read into its dense form, its metadata kept in
+``TensorInfo.sparsity`` (the kernels that read sparse weights differently look at it).
+
 A file is checked before anything is built from it: a damaged flatbuffer, an operator code, tensor or buffer index
 out of range, a negative dimension, a constant whose buffer does not hold exactly its shape's elements (counted
 in Python integers, so no product wraps), a quantization with a scale that is not finite and > 0, a zero point
@@ -21,6 +24,7 @@ import numpy as np
 
 from ...errors import DTypeError, FileFormatError
 from .schema import enum_names, schema
+from .sparsity import Sparsity, from_flatbuffer
 
 # TensorType name -> NumPy dtype (the types a recurrent graph uses; others read as raw bytes)
 _DTYPES = {
@@ -44,6 +48,7 @@ class TensorInfo:
     zero_point: np.ndarray | None = None
     quantized_dimension: int = 0
     is_variable: bool = False
+    sparsity: Sparsity | None = None  # a sparse constant: ``data`` is its dense form, zeros where nothing is stored
 
     @property
     def dtype(self) -> np.dtype | None:
@@ -167,6 +172,7 @@ def _tensor(i: int, t, buffers, raw: bytes) -> TensorInfo:
     if not 0 <= int(t.buffer) < max(len(buffers), 1):
         raise _bad(f"tensor {i} ({name!r}) buffer", f"an index in [0, {len(buffers)})", int(t.buffer))
     data = None
+    sparsity = None if getattr(t, "sparsity", None) is None else from_flatbuffer(t.sparsity)
     buf = buffers[t.buffer] if 0 < t.buffer < len(buffers) else None
     if buf is not None:
         blob = None
@@ -182,6 +188,14 @@ def _tensor(i: int, t, buffers, raw: bytes) -> TensorInfo:
             dt = _DTYPES.get(type_name)
             if dt is None:
                 data = np.frombuffer(blob, np.uint8)
+            elif sparsity is not None:
+                item = np.dtype(dt).itemsize
+                if len(blob) % item:
+                    raise _bad(f"tensor {i} ({name!r}) buffer {t.buffer}", f"whole {type_name} elements",
+                               f"{len(blob)} bytes")
+                stored = np.frombuffer(blob, np.dtype(dt).newbyteorder("<")).astype(dt, copy=False)
+                data = sparsity.densify(stored, shape, f"tensor {i} ({name!r})")
+                data.flags.writeable = False
             else:
                 n = math.prod(shape)  # Python ints: a product of huge dimensions cannot wrap to the buffer's size
                 item = np.dtype(dt).itemsize
@@ -191,7 +205,7 @@ def _tensor(i: int, t, buffers, raw: bytes) -> TensorInfo:
                 data = np.frombuffer(blob, np.dtype(dt).newbyteorder("<")).astype(dt, copy=False).reshape(shape)
                 data.flags.writeable = False
     scale, zp, qdim = _quantization(i, name, type_name, shape, t.quantization)
-    return TensorInfo(i, name, type_name, shape, data, scale, zp, qdim, bool(t.isVariable))
+    return TensorInfo(i, name, type_name, shape, data, scale, zp, qdim, bool(t.isVariable), sparsity)
 
 
 def _indices(what: str, idx: tuple[int, ...], n: int, optional: bool = False) -> tuple[int, ...]:

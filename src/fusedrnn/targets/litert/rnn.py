@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import AttributeValueError, ShapeError, UnsupportedFeatureError
+from ...errors import AttributeValueError, DTypeError, ShapeError, UnsupportedFeatureError
 from ...numerics.affine import tflite_quantize_rows_asymmetric, tflite_quantize_rows_symmetric
 from .lstm_hybrid import _QuantMatrix
 from .ops import _check_input, _Stateful
@@ -30,6 +30,10 @@ class RnnKernel:
         if activation not in FUSED_ACTIVATIONS:
             raise AttributeValueError(f"fused_activation_function: expected one of {FUSED_ACTIVATIONS}, got "
                                       f"{activation!r}")
+        for name, t in (("weights", W), ("recurrent_weights", R), ("aux_weights", aux)):
+            if t is not None and t.sparsity is not None:
+                raise UnsupportedFeatureError(f"{name}: sparse weights: LiteRT's RNN kernels read the stored values "
+                                              f"as a dense matrix")
         H, I = W.shape
         if tuple(R.shape) != (H, H):
             raise ShapeError(f"recurrent_weights: expected shape {(H, H)}, got {tuple(R.shape)}")
@@ -223,6 +227,47 @@ class SequenceGRU:
         return y, h
 
 
+RNN_WEIGHT_TYPES = ("FLOAT32", "INT8", "UINT8")
+"""The weight types the RNN kernels evaluate (the interpreter prepares others, e.g. FLOAT16, and fails to run)."""
+
+
+def check_rnn_prepare(op, x, W, R, b, h, *, time_major: bool) -> None:
+    """The checks of the RNN kernels' Prepare (basic_rnn.cc, unidirectional_sequence_rnn.cc): ranks (input 2 or 3,
+    weights 2, recurrent weights 2, bias 1, hidden state 2), input size = weights' columns, units = weights' rows
+    = bias = both recurrent dimensions, hidden state [batch, units], float32 input, equal weight types, and a
+    weight type the kernels evaluate. A model the interpreter refuses raises ShapeError / DTypeError /
+    UnsupportedFeatureError naming the tensor."""
+    where = f"op {op.index} ({op.name})"
+    need = {"input": (x, 2 if op.name == "RNN" else 3), "weights": (W, 2), "recurrent_weights": (R, 2),
+            "bias": (b, 1), "hidden_state": (h, 2)}
+    for name, (t, rank) in need.items():
+        if t is None:
+            raise AttributeValueError(f"{where} {name}: required tensor is missing")
+        if len(t.shape) != rank:
+            raise ShapeError(f"{where} {name}: expected rank {rank}, got shape {tuple(t.shape)}")
+    units = b.shape[0]
+    if op.name == "RNN":
+        batch = x.shape[0]
+    else:
+        batch = x.shape[1] if time_major else x.shape[0]
+    checks = (("input", x.shape[-1], W.shape[1], "the weights' columns"),
+              ("weights", W.shape[0], units, "the bias size (units)"),
+              ("recurrent_weights", R.shape[0], units, "the bias size (units)"),
+              ("recurrent_weights", R.shape[1], units, "the bias size (units)"),
+              ("hidden_state", h.shape[0], batch, "the batch size"),
+              ("hidden_state", h.shape[1], units, "the units"))
+    for name, got, want, what in checks:
+        if got != want:
+            raise ShapeError(f"{where} {name}: expected {what} ({want}), got shape {tuple(need[name][0].shape)}")
+    if x.type_name != "FLOAT32":
+        raise DTypeError(f"{where} input: expected FLOAT32, got {x.type_name}")
+    if W.type_name != R.type_name:
+        raise DTypeError(f"{where} recurrent_weights: expected the weights' type {W.type_name}, got {R.type_name}")
+    if W.type_name not in RNN_WEIGHT_TYPES:
+        raise UnsupportedFeatureError(f"{where} weights: expected one of {', '.join(RNN_WEIGHT_TYPES)} (the types the "
+                                      f"kernel evaluates), got {W.type_name}")
+
+
 def build_rnn_op(info, op):
     """The fusedrnn op of an RNN-family or GRU node of a read model."""
     def get(k):
@@ -238,6 +283,8 @@ def build_rnn_op(info, op):
                            get(s["candidate_bias"]), None if h0 is None else h0.data)
     if op.name in ("RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"):
         s = RNN_SLOTS
+        check_rnn_prepare(op, *(get(s[k]) for k in ("input", "weights", "recurrent_weights", "bias",
+                                                     "hidden_state")), time_major=bool(o.get("time_major", False)))
         k = RnnKernel(get(s["weights"]), get(s["recurrent_weights"]), get(s["bias"]), activation=act, asymmetric=asym)
         return SequenceRNN(k, sequence=op.name != "RNN", time_major=bool(o.get("time_major", False)), name=op.name)
     if op.name == "BIDIRECTIONAL_SEQUENCE_RNN":

@@ -143,12 +143,13 @@ def const(name: str, data, scale=None, zero_point=None, *, type_name: str | None
 @dataclass
 class LstmTensors:
     """One LSTM direction: ``slots[k]`` for the 24 LSTM input slots (slot 0 describes the input tensor, 18/19 the
-    state variables), ``intermediates`` (five or none), ``aux`` = aux-input weights (i, f, c, o) of a
-    bidirectional op."""
+    state variables), ``intermediates`` (five, twelve for the 8x8_8 kernel, or none), ``aux`` = aux-input weights
+    (i, f, c, o) of a bidirectional op, ``output`` the op's output tensor where known."""
 
     slots: list
     intermediates: list = field(default_factory=list)
     aux: list = field(default_factory=lambda: [None] * 4)
+    output: TensorInfo | None = None  # the op's output tensor (its scale quantizes the 8x8_8 kernel's proj_clip)
 
     def __post_init__(self):
         if len(self.slots) < N_SLOTS:

@@ -2,8 +2,8 @@
 operators, and the one-op models fusedrnn exports (a fused LSTM with its 24 inputs, the RNN ops).
 
 Tensors are :class:`~fusedrnn.targets.litert.reader.TensorInfo` (constant data, or a shape for activations,
-variables and intermediates), so a model read with :func:`~fusedrnn.targets.litert.reader.read_model` can be
-rewritten and written back.
+variables and intermediates; a tensor with ``sparsity`` is stored compressed, with its metadata), so a model read
+with :func:`~fusedrnn.targets.litert.reader.read_model` can be rewritten and written back.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .slots import (
     OUTPUT_STATE,
     const,
 )
+from .sparsity import to_flatbuffer
 
 # builtin op -> (options table name); the options are given as a dict of snake_case fields
 OPTION_TABLES = {
@@ -111,6 +112,8 @@ def _tensor_t(s, t: TensorInfo, buffer: int):
     tt.buffer = buffer
     tt.name = t.name
     tt.isVariable = t.is_variable
+    if t.sparsity is not None:
+        tt.sparsity = to_flatbuffer(s, t.sparsity)
     if t.scale is not None:
         q = s.QuantizationParametersT()
         q.scale = [float(v) for v in t.scale]
@@ -157,7 +160,8 @@ def write_model(tensors: list[TensorInfo], ops: list[OpSpec], inputs: list[int],
         buf = 0
         if t.data is not None:
             b = s.BufferT()
-            b.data = np.frombuffer(np.ascontiguousarray(t.data, t.dtype.newbyteorder("<")).tobytes(), np.uint8)
+            stored = t.data if t.sparsity is None else t.sparsity.compress(t.data)
+            b.data = np.frombuffer(np.ascontiguousarray(stored, t.dtype.newbyteorder("<")).tobytes(), np.uint8)
             m.buffers.append(b)
             buf = len(m.buffers) - 1
         else:
@@ -231,10 +235,11 @@ def single_op_model(op_name: str, inputs: list[TensorInfo | None], outputs: list
 
 
 def lstm_model(t, options: dict, *, batch: int, time: int = 1, version: int | None = None,
-               op: str = "UNIDIRECTIONAL_SEQUENCE_LSTM") -> bytes:
+               op: str = "UNIDIRECTIONAL_SEQUENCE_LSTM", output: TensorInfo | None = None) -> bytes:
     """A model with one UNIDIRECTIONAL_SEQUENCE_LSTM (or, ``op="LSTM"``, one LSTM step): input x [B, T, I] (or
     [T, B, I] when ``time_major``; [B, I] for LSTM) of slot 0's type and quantization, output of the output
-    state's type and quantization, variable state tensors 18/19, the constant slots of ``t``
+    state's type and quantization (``output`` gives its own; an INT16 output state, which the integer kernels read
+    as int8 codes, gets an INT8 output), variable state tensors 18/19, the constant slots of ``t``
     (:class:`~fusedrnn.targets.litert.slots.LstmTensors`) and its intermediates."""
     tm = bool(options.get("time_major", False))
     n_in, n_out = t.n_input + 0, t.n_output
@@ -247,7 +252,12 @@ def lstm_model(t, options: dict, *, batch: int, time: int = 1, version: int | No
     x = replace(t["input"], shape=shape_x, data=None, is_variable=False, name="x")
     h = replace(t["output_state"], shape=(batch, n_out), data=None, is_variable=True, name="output_state")
     c = replace(t["cell_state"], shape=(batch, t.n_cell), data=None, is_variable=True, name="cell_state")
-    y = replace(h, shape=shape_y, is_variable=False, name="y")
+    if output is not None:  # the output's own type and quantization (an INT16 output state with an INT8 output)
+        y = replace(output, shape=shape_y, data=None, is_variable=False, name="y")
+    elif h.type_name == "INT16":  # the integer kernels write int8 codes: an INT8 output at the state's quantization
+        y = replace(h, type_name="INT8", shape=shape_y, is_variable=False, name="y")
+    else:
+        y = replace(h, shape=shape_y, is_variable=False, name="y")
     slots = list(t.slots)
     slots[INPUT], slots[OUTPUT_STATE], slots[CELL_STATE] = x, h, c
     if version is None:

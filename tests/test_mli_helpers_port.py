@@ -285,3 +285,69 @@ def test_cell_without_scratch_is_bad_func_cfg_as_mli_checks():
     assert mli.krn_lstm_cell_fx16(*_lstm_args(mli.DataContainer(24, np.zeros(12, np.int16)))) == OK
     with mli.build(debug_mode=RELEASE):  # no checks: the kernel runs (fusedrnn gives it a scratch)
         assert mli.krn_lstm_cell_fx16(*_lstm_args(None)) == OK
+
+
+# ---- MLI 1.x element-wise (1.1.1 mli_krn_eltwise.h, mli_chk_eltwise) ------------------------------------------------
+def _half_even(p: int, shift: int) -> int:
+    if shift <= 0:
+        return p << -shift
+    q, r = divmod(p, 1 << shift)  # floor
+    half = 1 << (shift - 1)
+    return q + (r > half or (r == half and q % 2 == 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(op=st.sampled_from(["add", "sub", "mul", "max", "min"]), fx=st.sampled_from(["fx8", "fx16"]),
+       scalar=st.sampled_from([None, "in1", "in2"]), seed=st.integers(0, 2**31 - 1))
+def test_v1_eltwise_matches_its_definition(op, fx, scalar, seed):
+    """add/sub/max/min: saturating on the raw values, out frac = in1's; mul: the product rounded half to even by
+    in1 + in2 - out frac bits and saturated; a scalar operand (rank 0) broadcast."""
+    import fusedrnn.mli.v1 as v1
+
+    rng = np.random.default_rng(seed)
+    bits = 8 if fx == "fx8" else 16
+    el = v1.MLI_EL_FX_8 if fx == "fx8" else v1.MLI_EL_FX_16
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    shape = [int(s) for s in rng.integers(1, 4, int(rng.integers(1, 4)))]
+    f1 = int(rng.integers(0, bits - 1))
+    f2 = f1 if op != "mul" else int(rng.integers(0, bits - 1))
+    a = rng.integers(lo, hi + 1, [] if scalar == "in1" else shape)
+    b = rng.integers(lo, hi + 1, [] if scalar == "in2" else shape)
+    in1, in2 = v1.fx_tensor(a, f1, el_type=el), v1.fx_tensor(b, f2, el_type=el)
+    fo = int(rng.integers(0, bits - 1))
+    out = v1.empty_tensor(el, int(np.prod(shape)), frac_bits=fo)
+    assert getattr(v1, f"krn_eltwise_{op}_{fx}")(in1, in2, out) == OK
+    sat = lambda x: max(lo, min(hi, x))  # noqa: E731
+    fn = {"add": lambda x, y: sat(x + y), "sub": lambda x, y: sat(x - y), "max": max, "min": min,
+          "mul": lambda x, y: sat(_half_even(x * y, f1 + f2 - fo))}[op]
+    A, B = np.broadcast_arrays(a, b)
+    assert out.dims == (in1 if in1.count() > in2.count() else in2).dims  # C: in2's shape when sizes are equal
+    assert out.values().ravel().tolist() == [fn(int(x), int(y)) for x, y in
+                                                                           zip(A.ravel(), B.ravel(), strict=True)]
+    assert out.frac_bits == (fo if op == "mul" else f1)
+
+
+def test_v1_eltwise_checks_as_mli_chk_eltwise():
+    import fusedrnn.mli.v1 as v1
+
+    def t(v, f=3, el=None):
+        return v1.fx_tensor(np.asarray(v), f, el_type=el or v1.MLI_EL_FX_16)
+
+    out = v1.empty_tensor(v1.MLI_EL_FX_16, 8)
+    add = v1.krn_eltwise_add_fx16
+    assert add(t([1, 2, 3]), t([4, 5, 6]), out) == OK and out.values().tolist() == [5, 7, 9]
+    assert add(t([1, 2, 3]), t(7), out) == OK and out.values().tolist() == [8, 9, 10]  # rank-0 scalar
+    assert add(t([1, 2, 3]), t([7]), out) == OK  # a one-element tensor is a scalar
+    assert add(t(1), t(2), out) == S.MLI_STATUS_NOT_SUPPORTED  # both rank 0
+    assert add(t([1, 2, 3]), t([1, 2, 3], 4), out) == S.MLI_STATUS_INCOMPATEBLE_TENSORS  # frac bits differ
+    assert v1.krn_eltwise_mul_fx16(t([1, 2, 3]), t([1, 2, 3], 4), out) == OK  # mul takes any notations
+    assert add(t([1, 2, 3]), t([1, 2, 3], 3, v1.MLI_EL_FX_8), out) == S.MLI_STATUS_INCOMPATEBLE_TENSORS  # types
+    assert add(t([1, 2, 3]), t([1, 2, 3, 4]), out) == S.MLI_STATUS_SHAPE_MISMATCH
+    assert add(t([1, 2, 3]), t([4, 5, 6]), v1.empty_tensor(v1.MLI_EL_FX_16, 2)) == S.MLI_STATUS_NOT_ENGH_MEM
+    assert v1.krn_eltwise_add_fx8(t([1, 2, 3]), t([4, 5, 6]), out) == S.MLI_STATUS_TYPE_MISMATCH
+    strided = t(np.arange(6).reshape(2, 3))
+    strided.shape, strided.mem_stride = [2, 2], [3, 1]  # a 2x2 window of a 2x3 buffer
+    assert add(strided, t([[1, 1], [1, 1]]), out) == S.MLI_STATUS_INCOMPATEBLE_TENSORS
+    assert add(t([1, 2, 3]), t([4, 5, 6]), None) == S.MLI_STATUS_BAD_TENSOR
+    with mli.build(debug_mode=RELEASE):  # no checks: the frac bits are not compared, out takes in1's
+        assert add(t([1, 2, 3]), t([1, 2, 3], 4), out) == OK and out.frac_bits == 3

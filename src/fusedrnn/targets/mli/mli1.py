@@ -1,5 +1,6 @@
 """MLI 1.x recurrent and dense kernels (spec mli.md §5): ``krn_fully_connected_{fx8,fx16,fx8w16d}``,
-``krn_lstm_cell_{fx8,fx16,fx8w16d}`` and ``krn_basic_rnn_cell_{fx8,fx16,fx8w16d}``.
+``krn_lstm_cell_{fx8,fx16,fx8w16d}`` and ``krn_basic_rnn_cell_{fx8,fx16,fx8w16d}``; the 1.x activations and
+element-wise kernels (``krn_{relu,tanh,sigm}_{fx8,fx16}``, ``krn_eltwise_{add,sub,mul,max,min}_{fx8,fx16}``).
 
 MLI 1.x has no host build and no kernel-level test vectors; it runs on ARC DSPs through FXAPI, always with
 convergent rounding (``-Xdsp_ctrl=postshift,guard,convergent``), so these kernels ignore the 2.0 build flags.

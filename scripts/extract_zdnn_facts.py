@@ -22,6 +22,11 @@ Reads the zDNN sources (a checkout directory, or a git directory plus a commit) 
     the buffer sizes of ``tests/testDriver_init_ztensor.c`` (plain, quantized, concatenated descriptors).
 ``reshape.json``
     the cases of ``tests/testDriver_reshape_ztensor.c``.
+``verify_conv2d.json`` / ``verify_pool.json``
+    the cases of ``tests/testDriver_tensor_verify_conv2d.c`` and ``tests/testDriver_tensor_verify_pool_avg_max.c``
+    resolved to concrete settings: per case the tensors (pre-transformed dims, layout, type), padding, strides,
+    kernel size or activation, which descriptor field the driver breaks (type or format set to -1) and the
+    status ``verify_conv2d_tensors`` / ``verify_pool_avg_max_tensors`` returns.
 ``samples.json``
     per sample program of ``samples/`` (simple_add, rnn_lstm_fwd, rnn_gru_fwd, rnn_lstm_bidir,
     stickify_unstickify): its integer settings and the ordered zDNN calls whose status it asserts.
@@ -335,6 +340,95 @@ def reshape_cases(src: Source) -> dict:
 SAMPLES = ("simple_add.c", "rnn_lstm_fwd.c", "rnn_gru_fwd.c", "rnn_lstm_bidir.c", "stickify_unstickify.c")
 
 
+_DIM = {"DIM4": 0, "DIM3": 1, "DIM2": 2, "DIM1": 3}
+
+
+def _conv_ref(path: str) -> tuple[str, ...]:
+    """``input.DIM4`` / ``bias.dims[0]`` / ``padding`` -> a key path into a case's settings."""
+    parts = path.split(".")
+    if len(parts) == 1:
+        return (parts[0],)
+    m = re.fullmatch(r"dims\[(\d)\]", parts[1])
+    if m:
+        return parts[0], "dims", int(m.group(1))
+    if parts[1] in _DIM:
+        return parts[0], "dims", _DIM[parts[1]]
+    return parts[0], parts[1]
+
+
+def _get(d: dict, key: tuple):
+    for k in key:
+        d = d[k]
+    return d
+
+
+def _set(d: dict, key: tuple, value) -> None:
+    for k in key[:-1]:
+        d = d[k]
+    d[key[-1]] = value
+
+
+def _conv_value(expr: str, case: dict):
+    """``set[i].kernel.DIM3 - 1``, ``2``, ``SAME_PADDING``, ``-1``: an int, or a C name kept as a string."""
+    expr = " ".join(expr.split())
+    if re.fullmatch(r"[A-Z_][A-Z0-9_]*", expr):
+        return expr
+    expr = re.sub(r"set(?:\[i\])?\.([\w.\[\]]+)", lambda m: str(_get(case, _conv_ref(m.group(1)))), expr)
+    return _eval_int(expr, {})
+
+
+def verify_conv2d(src: Source) -> dict:
+    text = _strip_comments(src.read("tests/testDriver_tensor_verify_conv2d.c")).replace("\\\n", " ")
+    text = text.replace("(void)", "()")
+    funcs = _functions(text)
+    bases: dict[str, dict] = {}
+    for m in re.finditer(r"INIT_TENSOR\((\w+),\s*(\w+),\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*(\w+),"
+                         r"\s*(\w+)\)", funcs["setUp"]):
+        name, info, *dims, layout, dtype = m.groups()
+        bases.setdefault(name, {})[info] = {"dims": [int(d) for d in dims], "layout": layout, "dtype": dtype}
+    for m in re.finditer(r"(\w+)\.(padding|stride_height|stride_width)\s*=\s*([^;]+);", funcs["setUp"]):
+        bases[m.group(1)][m.group(2)] = _conv_value(m.group(3), {})
+    cases = []
+    for test in dict.fromkeys(re.findall(r"RUN_TEST\((\w+)\);", text)):
+        body = funcs[test]
+        sets = {}
+        for m in re.finditer(r"memcpy\((&set|set(?:\s*\+\s*(\d+))?),\s*&(\w+),", body):
+            sets[int(m.group(2) or 0)] = json.loads(json.dumps(bases[m.group(3)]))
+        for k in sorted(sets):
+            case = sets[k]
+            for m in re.finditer(r"set(?:\[i\])?\.([\w.\[\]]+)\s*=\s*([^;]+);", body):
+                _set(case, _conv_ref(m.group(1)), _conv_value(m.group(2), case))
+            call = re.search(r"run_verify_conv2d_tensors(_full)?\(\s*set(?:\[i\])?,\s*(\w+),\s*(?:(\w+),\s*(\w+),\s*)?"
+                             r"(ZDNN_\w+)\)", body)
+            full, act, bad_format, bad_dtype, status = call.groups()
+            cases.append({"test": test, **case, "act": act, "nonexistent_format": bad_format == "true",
+                          "nonexistent_dtype": bad_dtype == "true", "status": status})
+    return {"broken_field_value": -1, "cases": cases}
+
+
+def _c_args(call: str) -> list[str]:
+    return [a.strip() for a in call.split(",")]
+
+
+def verify_pool(src: Source) -> dict:
+    text = _strip_comments(src.read("tests/testDriver_tensor_verify_pool_avg_max.c"))
+    funcs = _functions(text)
+    cases = []
+    for test in dict.fromkeys(re.findall(r"RUN_TEST\((\w+)\);", text)):
+        body = funcs[test]
+        arrays = {k: [int(v) for v in re.findall(r"-?\d+", vals)]
+                  for k, vals in re.findall(r"uint32_t\s+(\w+)\[\]\s*=\s*\{([^}]*)\}", body)}
+        ints = {k: int(v) for k, v in re.findall(r"uint32_t\s+(\w+)\s*=\s*(-?\d+)\s*;", body)}
+        call = re.search(r"run_verify_pool_avg_max_tensors\(([^;]*)\);", body, re.S).group(1)
+        (ishape, ilayout, idtype, oshape, olayout, odtype, pad, kh, kw, sh, sw, mismatch,
+         status) = _c_args(call)
+        cases.append({"test": test, "input": {"dims": arrays[ishape], "layout": ilayout, "dtype": idtype},
+                      "output": {"dims": arrays[oshape], "layout": olayout, "dtype": odtype}, "padding": pad,
+                      "kernel_height": ints[kh], "kernel_width": ints[kw], "stride_height": ints[sh],
+                      "stride_width": ints[sw], "input_dtype_broken": mismatch == "true", "status": status})
+    return {"broken_field_value": -1, "cases": cases}
+
+
 def samples(src: Source) -> dict:
     """Per sample program: its integer settings (``uint32_t name = value;``, ``dim_x = v`` lists included) and the
     ordered zDNN calls whose status it asserts, with the asserted status."""
@@ -365,7 +459,8 @@ def main() -> None:
                        ("verify_lstm_gru.json", verify_lstm_gru(src)), ("samples.json", samples(src)),
                        ("tensor_desc_layouts.json", tensor_desc_layouts(src)),
                        ("init_ztensor_sizes.json", init_ztensor_sizes(src)),
-                       ("reshape.json", reshape_cases(src))):
+                       ("reshape.json", reshape_cases(src)),
+                       ("verify_conv2d.json", verify_conv2d(src)), ("verify_pool.json", verify_pool(src))):
         (OUT / name).write_text(json.dumps({"provenance": prov, **data}, indent=1) + "\n")
         print(f"wrote {OUT / name}")
 

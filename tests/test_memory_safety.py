@@ -92,7 +92,7 @@ def test_lstm_cell_tensor_beyond_its_buffer_is_bad_tensor():
 def test_luts_that_are_not_tables_are_argument_errors(data):
     a = cell_factory("lstm", "fx16")
     lut = mli.Lut(data, 5, 15, 172, "tanh")
-    cfg = mli.RnnCellCfg(mli.RNN_DIR_FORWARD, mli.RNN_OUT_ALL, mli.RNN_ACT_TANH)
+    cfg = mli.RnnCellCfg(mli.RNN_DIR_FORWARD, mli.RNN_OUT_ALL, mli.RNN_ACT_TANH, np.zeros(4096, np.int8))
     assert mli.krn_lstm_cell_fx16(a["in_"], a["prev_out"], a["weights_in"], a["weights_out"], a["bias"], lut,
                                   _luts()["sigm"], cfg, a["cell"], a["out"]) == S.MLI_STATUS_ARGUMENT_ERROR
     assert mli.krn_tanh_fx16(a["prev_out"], lut, mli.empty_tensor(mli.MLI_EL_FX_16, 5)) == \
@@ -151,7 +151,7 @@ def _luts():
 
 
 def call_cell(cell, flavor, a):
-    cfg = mli.RnnCellCfg(mli.RNN_DIR_FORWARD, mli.RNN_OUT_ALL, mli.RNN_ACT_TANH)
+    cfg = mli.RnnCellCfg(mli.RNN_DIR_FORWARD, mli.RNN_OUT_ALL, mli.RNN_ACT_TANH, np.zeros(4096, np.int8))
     args = [a["in_"], a["prev_out"], a["weights_in"], a["weights_out"], a["bias"], _luts()["tanh"], _luts()["sigm"],
             cfg]
     return _CELLS[cell, flavor](*args, a["cell"], a["out"]) if cell == "lstm" else _CELLS[cell, flavor](*args,

@@ -390,7 +390,7 @@ def test_lstm_cell_matches_scalar_reference(seed, flavor, act_kind, backward, re
     q, x, h0, c0, Wi, Wo, b = make_cell_case(rng, flavor, 4, per_tensor)
     args, luts, out, cell = tensors(flavor, q, x, h0, c0, Wi, Wo, b, 4, results_all)
     cfg = mli.RnnCellCfg(mli.RNN_DIR_BACKWARD if backward else mli.RNN_DIR_FORWARD,
-                         mli.RNN_OUT_ALL if results_all else mli.RNN_OUT_LAST, ACTS[act_kind])
+                         mli.RNN_OUT_ALL if results_all else mli.RNN_OUT_LAST, ACTS[act_kind], np.zeros(4096, np.int8))
     with mli.build(mode, full_accu):
         st_ = LSTM_FN[flavor](*args, *luts, cfg, cell, out)
     assert st_ == mli.MLI_STATUS_OK
@@ -408,7 +408,8 @@ def test_gru_cell_matches_scalar_reference(seed, flavor, backward, per_tensor, f
     rng = np.random.default_rng(seed)
     q, x, h0, _, Wi, Wo, b = make_cell_case(rng, flavor, 3, per_tensor)
     args, luts, out, _ = tensors(flavor, q, x, h0, h0, Wi, Wo, b, 3, True)
-    cfg = mli.RnnCellCfg(mli.RNN_DIR_BACKWARD if backward else mli.RNN_DIR_FORWARD, mli.RNN_OUT_ALL)
+    cfg = mli.RnnCellCfg(mli.RNN_DIR_BACKWARD if backward else mli.RNN_DIR_FORWARD, mli.RNN_OUT_ALL,
+                         scratch_data=np.zeros(4096, np.int8))
     kw = {"faithful": faithful} if flavor == "sa8" else {}
     with mli.build(mode, full_accu):
         st_ = GRU_FN[flavor](*args, *luts, cfg, out, **kw)
@@ -427,7 +428,8 @@ def test_gru_per_tensor_quirk_changes_the_result():
     res = []
     for faithful in (True, False):
         args, luts, out, _ = tensors("sa8", q, x, h0, h0, Wi, Wo, b, 3, True)
-        assert mli.krn_gru_cell_sa8_sa8_sa32(*args, *luts, mli.RnnCellCfg(results=mli.RNN_OUT_ALL), out,
+        assert mli.krn_gru_cell_sa8_sa8_sa32(*args, *luts, mli.RnnCellCfg(results=mli.RNN_OUT_ALL,
+                                                             scratch_data=np.zeros(4096, np.int8)), out,
                                              faithful=faithful) == mli.MLI_STATUS_OK
         res.append(out.values())
     assert not np.array_equal(*res)

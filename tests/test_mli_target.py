@@ -59,7 +59,7 @@ def api_row(cell, target, d, x_row, h0, c0, direction):
     mli.krn_tanh_create_lut(luts[0])
     mli.krn_sigm_create_lut(luts[1])
     cfg = mli.RnnCellCfg(mli.RNN_DIR_BACKWARD if direction else mli.RNN_DIR_FORWARD, mli.RNN_OUT_ALL,
-                         mli.RNN_ACT_TANH)
+                         mli.RNN_ACT_TANH, np.zeros(4096, np.int8))
     fn = FLAVOR_FN[(cell, target)]
     st = fn(*args, *luts, cfg, cell_t, out) if cell == "lstm" else fn(*args, *luts, cfg, out)
     assert st == mli.MLI_STATUS_OK

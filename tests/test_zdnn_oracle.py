@@ -97,7 +97,11 @@ def make_zt(layout, pretype: str, dims, *data, concat=None, transform=True):
     assert st == z.ZDNN_OK
     zt = z.ZTensor()
     assert z.init_ztensor_with_malloc(pre, tf, zt) == z.ZDNN_OK
-    if transform:
+    if transform and pre.type == z.INT32:
+        # libzdnn transforms only FP32/FP16/BFLOAT data: an INT32 ztensor stays untransformed (the ops never check
+        # the state, so it still reaches their type checks as a C program's would)
+        assert z.transform_ztensor(zt, *data) == z.ZDNN_INVALID_TYPE and not zt.is_transformed
+    elif transform:
         assert z.transform_ztensor(zt, *[to_pretype(d, pretype) if pretype in PRETYPES else d for d in data]) \
             == z.ZDNN_OK
     return zt

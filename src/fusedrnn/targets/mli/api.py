@@ -30,10 +30,19 @@ Where MLI's documentation and its code disagree, fusedrnn does what the code (``
   (``mli_chk_scalar_tensor``), which the documentation's "scalar" paragraph leaves open.
 - ``mli_krn_argmax``: ties go to the element met later in memory order (the heap replaces a root that is not
   larger), the documentation promises no order.
+- ``mli_hlp_create_subtensor``: the documentation asks for leading size-1 dimensions; the code drops size-1
+  dimensions wherever they are, front to back, until ``sub_tensor_rank`` remain (with too few, ``out.rank``
+  counts the first of the remaining sizes), and the capacity shrinks by the offset's bytes.
+- ``mli_mov_tensor_sync``: ``dst`` keeps its own non-zero ``mem_stride`` unless ``cfg.dst_mem_stride`` sets one
+  (only all-zero strides give the dense layout); per-axis parameters are shared with ``src`` when ``dst``'s
+  pointers are NULL or ``src``'s, moved into ``dst``'s own buffers otherwise.
+- ``mli_hlp_convert_tensor_safx`` between fx/sa types requantizes in integer arithmetic (``define_requant_params``,
+  ``calc_convert``), rounding with the build's mode; an fp32 side is TYPE_MISMATCH. The rounding constant of
+  ``mli_math_asr_rnd_fx<int32_t>`` for a shift of 31 is +2^30 in 2.0.2's code (``unsigned_T one``).
 
-Beyond MLI: an ``RnnCellCfg`` without ``scratch_data`` lets the kernel allocate it (MLI's checker returns
-BAD_FUNC_CFG for a NULL pointer); a ``FullyConnectedCfg`` of None is BAD_FUNC_CFG in a debug mode and "no ReLU"
-without checks; element types keep 2.0's numbers in the 1.x namespace.
+Beyond MLI: an ``RnnCellCfg`` without ``scratch_data`` is BAD_FUNC_CFG in a debug mode as MLI's checker says; in
+``DBG_MODE_RELEASE`` (C would write through NULL) the kernel allocates it. A ``FullyConnectedCfg`` of None is
+BAD_FUNC_CFG in a debug mode and "no ReLU" without checks; element types keep 2.0's numbers in the 1.x namespace.
 """
 
 from __future__ import annotations

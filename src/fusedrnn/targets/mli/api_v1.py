@@ -9,8 +9,10 @@ out)``, ``krn_tanh_fx16(in, out)`` (the 1.x tables are built in), ``hlp_point_to
 
 1.x has no host build and no kernel test vectors: the arithmetic follows :mod:`.mli1` (FXAPI semantics inferred,
 convergent rounding). Element types keep 2.0's numbers (``MLI_EL_FX_8`` is 0x8 here, 0 in 1.x's header);
-``MLI_EL_ASYM_I8`` / ``MLI_EL_ASYM_I32`` are 2.0's sa8 / sa32. Not provided: 1.x convolutions, pooling,
-element-wise and softmax kernels, and 1.1's ``krn_fully_connected_sa8_sa8_sa32``.
+``MLI_EL_ASYM_I8`` / ``MLI_EL_ASYM_I32`` are 2.0's sa8 / sa32. The element-wise kernels
+(``krn_eltwise_{add,sub,mul,max,min}_{fx8,fx16}(in1, in2, out)``) follow 1.1.1's ``mli_krn_eltwise.h`` and
+``mli_chk_eltwise``. Not provided: 1.x convolutions, pooling and softmax kernels, and 1.1's
+``krn_fully_connected_sa8_sa8_sa32``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,16 @@ from .mli1 import (
     krn_basic_rnn_cell_fx8,
     krn_basic_rnn_cell_fx8w16d,
     krn_basic_rnn_cell_fx16,
+    krn_eltwise_add_fx8,
+    krn_eltwise_add_fx16,
+    krn_eltwise_max_fx8,
+    krn_eltwise_max_fx16,
+    krn_eltwise_min_fx8,
+    krn_eltwise_min_fx16,
+    krn_eltwise_mul_fx8,
+    krn_eltwise_mul_fx16,
+    krn_eltwise_sub_fx8,
+    krn_eltwise_sub_fx16,
     krn_fully_connected_fx8,
     krn_fully_connected_fx8w16d,
     krn_fully_connected_fx16,
@@ -77,6 +89,9 @@ __all__ = [
     "krn_lstm_cell_fx8", "krn_lstm_cell_fx16", "krn_lstm_cell_fx8w16d",
     "krn_basic_rnn_cell_fx8", "krn_basic_rnn_cell_fx16", "krn_basic_rnn_cell_fx8w16d",
     "krn_relu_fx8", "krn_relu_fx16", "krn_tanh_fx8", "krn_tanh_fx16", "krn_sigm_fx8", "krn_sigm_fx16",
+    "krn_eltwise_add_fx8", "krn_eltwise_add_fx16", "krn_eltwise_sub_fx8", "krn_eltwise_sub_fx16",
+    "krn_eltwise_mul_fx8", "krn_eltwise_mul_fx16", "krn_eltwise_max_fx8", "krn_eltwise_max_fx16",
+    "krn_eltwise_min_fx8", "krn_eltwise_min_fx16",
     "hlp_count_elem_num", "hlp_tensor_element_size", "hlp_convert_tensor", "hlp_point_to_subtensor",
     "PointToSubtsrCfg", "hlp_create_subtensor", "SubTensorCfg", "hlp_tensor_scale", "hlp_tensor_scale_shift",
     "hlp_tensor_zero_offset",

@@ -74,11 +74,12 @@ def check_quant(t: Tensor, name: str, zp_bits: int = 15) -> None:
           f"{name}: zero points must be in [{lo}, {hi}], got {z.tolist()}")
 
 
-def check_tensor(t, name: str, *, writes: bool = False, v1: bool = False) -> None:
+def check_tensor(t, name: str, *, writes: bool = False, v1: bool = False, quant: bool = True) -> None:
     """``mli_chk_tensor``: a usable tensor: its container (:func:`_check_container`, writable when the kernel
     ``writes`` it in place), then rank <= MLI_MAX_RANK, every dimension > 0 and every mem_stride > 0 (MLI 1.x,
     ``v1``: >= 0, all 0 meaning dense), strides no smaller than the dimension inside them (BAD_TENSOR); capacity
-    covering what shape and strides span (NOT_ENGH_MEM); quantization parameters (:func:`check_quant`); and the
+    covering what shape and strides span (NOT_ENGH_MEM); quantization parameters (:func:`check_quant`; not
+    with ``quant`` False, C's ``mli_chk_tensor(t, check_bank, check_quant=false)``); and the
     view inside the container (:meth:`.Tensor.view_problem`, BAD_TENSOR, in every build mode)."""
     B = Status.MLI_STATUS_BAD_TENSOR
     _check_container(t, name, writes)
@@ -105,7 +106,8 @@ def check_tensor(t, name: str, *, writes: bool = False, v1: bool = False) -> Non
               f"{name}: capacity {t.capacity} bytes < {need * t.element_size} bytes the shape and strides span")
         require(need * t.element_size <= t.capacity and need <= t.mem.size, B,
                 f"{name}: capacity {t.capacity} bytes < {need * t.element_size} bytes the shape and strides span")
-    check_quant(t, name)
+    if quant:
+        check_quant(t, name)
     problem = t.view_problem(writes=writes)
     require(problem is None, B, f"{name}: {problem}")
 

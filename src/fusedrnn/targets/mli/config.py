@@ -62,7 +62,8 @@ class RnnDenseCfg:
 class RnnCellCfg:
     """``mli_rnn_cell_cfg`` (MLI 2.0): ``scratch_data`` is the intermediate buffer, an ``mli_data_container``
     (:class:`~fusedrnn.targets.mli.tensors.DataContainer`, capacity in bytes) as in C, or an array (its size, or
-    ``scratch_capacity`` bytes); None lets the kernel allocate it."""
+    ``scratch_capacity`` bytes); None is C's NULL pointer, BAD_FUNC_CFG in a debug build as MLI's checker says
+    (the kernel allocates it only in ``DBG_MODE_RELEASE``)."""
 
     direction: RnnDirection = RnnDirection.RNN_DIR_FORWARD
     results: RnnResults = RnnResults.RNN_OUT_LAST

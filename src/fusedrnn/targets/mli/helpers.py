@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import _arith as A
 from .checks import check, check_out, check_tensor, debug_checks, inner_stride_one
-from .config import MLI_MAX_RANK, ElType
+from .config import MLI_MAX_RANK, ElType, current_build
 from .status import MliCheckFailed, Status, mli_kernel, require
 from .tensors import DataContainer, Tensor, dense_strides, fixed
 
@@ -56,31 +57,52 @@ class SubTensorCfg:
 
 def hlp_create_subtensor(in_: Tensor, cfg: SubTensorCfg, out: Tensor) -> Status:
     """``mli_hlp_create_subtensor``: make ``out`` a view of the block ``offset .. offset+size`` of ``in_`` (same
-    container memory, the input's strides), keeping the last ``sub_tensor_rank`` dimensions; per-axis parameters
-    are sliced along their dimension (a dimension that is dropped leaves the one parameter set of its offset)."""
+    container memory from the block's first element on, capacity reduced by the offset's bytes, the input's
+    strides) of rank ``sub_tensor_rank``. As MLI's code does, dimensions of size 1 are dropped from the front
+    until ``rank - sub_tensor_rank`` are gone; the remaining sizes fill ``out.shape`` in order and ``out.rank``
+    counts the first ``sub_tensor_rank`` of them (with too few size-1 dimensions the trailing ones lie past the
+    rank). Per-axis parameters start at the offset along their dimension; where that dimension is dropped ``out``
+    is per-tensor with the parameters of its offset (MLI leaves the pointers there).
+
+    Checks (``mli_chk_create_subtensor``): a valid input (``mli_chk_tensor``), ``out`` given (BAD_TENSOR);
+    ``cfg`` given, ``sub_tensor_rank`` <= rank, per dimension offset < shape and offset + size <= shape
+    (BAD_FUNC_CFG); an fp32 input is NOT_SUPPORTED. C's unsigned fields cannot be negative: here a negative value
+    is BAD_FUNC_CFG in every build."""
     try:
         check_tensor(in_, "in")
     except MliCheckFailed as e:
         return e.status
+    if not isinstance(out, Tensor):
+        return Status.MLI_STATUS_BAD_TENSOR
     r = in_.rank
-    if (not isinstance(out, Tensor) or not isinstance(cfg, SubTensorCfg) or len(cfg.offset) < r or len(cfg.size) < r
-            or not 0 < cfg.sub_tensor_rank <= r
-            or any(o < 0 or s < 1 or o + s > n for o, s, n in zip(cfg.offset, cfg.size, in_.shape, strict=False))
-            or any(s != 1 for s in cfg.size[: r - cfg.sub_tensor_rank])):
+    if (not isinstance(cfg, SubTensorCfg) or len(cfg.offset) < r or len(cfg.size) < r
+            or not 0 <= cfg.sub_tensor_rank <= r
+            or any(o < 0 or s < 0 or o >= n or o + s > n
+                   for o, s, n in zip(cfg.offset[:r], cfg.size[:r], in_.dims, strict=True))):
         return Status.MLI_STATUS_BAD_FUNC_CFG
+    if in_.el_type == ElType.MLI_EL_FP_32:
+        return Status.MLI_STATUS_NOT_SUPPORTED
     st = in_.strides()
     start = sum(o * m for o, m in zip(cfg.offset, st, strict=False))
-    keep = r - cfg.sub_tensor_rank
+    skip = r - cfg.sub_tensor_rank
+    kept = []
+    for i in range(r):
+        if skip > 0 and cfg.size[i] == 1:
+            skip -= 1
+            continue
+        kept.append(i)
     view = in_.mem[start:]
-    out.el_type, out.data = in_.el_type, DataContainer(view.nbytes, view)
-    out.shape, out.rank = list(cfg.size[keep:r]), cfg.sub_tensor_rank
-    out.mem_stride = list(st[keep:])
+    out.el_type = in_.el_type
+    out.data = DataContainer(max(in_.capacity - start * in_.element_size, 0), view)
+    out.shape = [cfg.size[i] for i in kept]
+    out.mem_stride = [st[i] for i in kept]
+    out.rank = cfg.sub_tensor_rank
     out.frac_bits = in_.frac_bits
     sl, out.dim = slice(None), -1
     if in_.is_sa and in_.dim >= 0:
         d = in_.dim
-        sl = slice(cfg.offset[d], cfg.offset[d] + (cfg.size[d] if d >= keep else 1))
-        out.dim = d - keep if d >= keep else -1
+        sl = slice(cfg.offset[d], cfg.offset[d] + (cfg.size[d] if d in kept else 1))
+        out.dim = kept.index(d) if d in kept else -1
     out.scale, out.zero_point, out.scale_frac_bits = in_.scale[sl], in_.zero_point[sl], in_.scale_frac_bits[sl]
     return Status.MLI_STATUS_OK
 
@@ -191,11 +213,92 @@ hlp_convert_tensor_v1 = mli_kernel(_hlp_convert_tensor_v1, name="hlp_convert_ten
     :func:`_hlp_convert_tensor_v1`); returns a status.""")
 
 
+def _param(t: Tensor, k: int) -> tuple[int, int, int]:
+    """``mli_hlp_tensor_scale`` / ``_scale_shift`` / ``_zero_offset`` at index ``k``: (1, frac_bits, 0) for fx,
+    the per-tensor value whatever ``k``, or slice ``k`` of per-axis parameters."""
+    if t.is_fx:
+        return 1, t.frac_bits, 0
+    scale, zero_point, frac = t.params(k if t.dim >= 0 else 0)
+    return scale, frac, zero_point
+
+
+def requant_params(src: Tensor, dst: Tensor, k: int, mode: str) -> tuple[int, int]:
+    """``define_requant_params``: (scale, shift) with scale·2^-shift = src scale / dst scale, ``scale`` int16:
+    pre = norm32(s_in) - norm16(s_out), ratio = (s_in << pre) / s_out (C division), normalized to 16 bits by
+    ``mli_math_norm_cast_fx`` (a rounded shift by 16 - norm32(ratio)), shift = pre + sfb_in - sfb_out - that
+    shift."""
+    s_in, f_in, _ = _param(src, k)
+    s_out, f_out, _ = _param(dst, k)
+    pre = int(A.norm(s_in, 32)) - int(A.norm(s_out, 16))
+    ratio = int(A.cdiv(s_in << pre, s_out))
+    ns = 16 - int(A.norm(ratio, 32))
+    scale = int(A.sat(_rnd32(ratio, ns, mode), 16))
+    return scale, pre + f_in - f_out - ns
+
+
+def _rnd32(x, n, mode: str) -> np.ndarray:
+    """``mli_math_asr_rnd_fx<int32_t>`` as MLI 2.0.2's ``mli_math.h`` writes it, whose rounding constant
+    ``(T)((unsigned_T(1) << n) >> 1)`` is +2^30 for n = 31 (:func:`._arith.rnd` models a signed constant
+    there). ``n``: an int or an int array broadcasting with ``x``."""
+    x, n = A.i64(x), A.i64(n)
+    res = A.rnd(x, n, 32, mode)
+    if mode not in ("up", "convergent") or not np.any(n == 31):
+        return res
+    c = 1 << 30
+    if mode == "up":
+        r31 = A.add_sat(x, c, 32) >> 31
+    else:
+        r = x >> 31
+        r31 = r + (((x & c) != 0) & (((r & 1) != 0) | ((x & (c - 1)) != 0)))
+    return np.where(n == 31, r31, res)
+
+
+def _requant_values(v: np.ndarray, in_zp: int, out_zp: int, scale: int, shift: int, wide: bool, out_bits: int,
+                    mode: str) -> np.ndarray:
+    """``calc_convert``: q_out = sat(rnd((q_in - zp_in)·scale, shift) + zp_out). With an int32 side (``wide``)
+    the difference and the scale are normalized to 32 bits, multiplied in 64 and the high word shifted by
+    shift + both norms - 32; otherwise the int16 difference times scale in int32."""
+    if wide:
+        d = A.sat(v - in_zp, 32)
+        dn = A.norm(d, 32)
+        d = A.asl(d, dn, 32)
+        sn = int(A.norm(scale, 32))
+        hi = (d * (scale << sn)) >> 32
+        acc = _rnd32(hi, min(shift, 63) + sn + dn - 32, mode)
+    else:
+        d = A.sat(v - in_zp, 16)
+        acc = _rnd32(d * scale, min(shift, 31), mode)
+    return A.sat(A.add_sat(acc, out_zp, 32), out_bits)
+
+
+def _convert_quantized(src: Tensor, dst: Tensor) -> np.ndarray:
+    """``convert_quantized_data``: every element requantized from ``src``'s to ``dst``'s parameters in MLI's
+    integer arithmetic, slice by slice along the per-axis dimension (``dst``'s when both have one)."""
+    mode = current_build().mode
+    v = src.values()
+    wide = ElType.MLI_EL_SA_32 in (src.el_type, dst.el_type)
+    bits = 8 * dst.element_size
+    axis = dst.dim if dst.is_sa and dst.dim >= 0 else (src.dim if src.is_sa and src.dim >= 0 else -1)
+    out = np.empty(v.shape, np.int64)
+    for k in range(v.shape[axis] if axis >= 0 else 1):
+        sl = (slice(None),) * axis + (k,) if axis >= 0 else ...
+        scale, shift = requant_params(src, dst, k, mode)
+        out[sl] = _requant_values(v[sl], _param(src, k)[2], _param(dst, k)[2], scale, shift, wide, bits, mode)
+    return out
+
+
 def _hlp_convert_tensor_safx(src, dst) -> None:
     _check_convert(src, dst)
-    require(src.el_type != ElType.MLI_EL_FP_32 and dst.el_type != ElType.MLI_EL_FP_32, Status.MLI_STATUS_NOT_SUPPORTED,
+    require(src.el_type != ElType.MLI_EL_FP_32 and dst.el_type != ElType.MLI_EL_FP_32,
+            Status.MLI_STATUS_TYPE_MISMATCH,
             "src/dst: hlp_convert_tensor_safx converts between fx and sa types (fp32: hlp_convert_tensor)")
-    _convert(src, dst)
+    y = _convert_quantized(src, dst)
+    if not debug_checks() or dst.rank != src.rank:  # without the checks dst takes src's shape
+        require(y.size * dst.element_size <= dst.capacity, Status.MLI_STATUS_NOT_ENGH_MEM,
+                f"dst: capacity {dst.capacity} bytes < {y.size * dst.element_size} needed")
+        dst.write(y, src.dims)
+        return
+    dst.write(y)
 
 
 hlp_convert_tensor = mli_kernel(_hlp_convert_tensor, name="hlp_convert_tensor", doc="""``mli_hlp_convert_tensor``:
@@ -204,8 +307,8 @@ hlp_convert_tensor = mli_kernel(_hlp_convert_tensor, name="hlp_convert_tensor", 
     ``src``'s shape (SHAPE_MISMATCH, :func:`_check_convert`); returns a status.""")
 hlp_convert_tensor_safx = mli_kernel(_hlp_convert_tensor_safx, name="hlp_convert_tensor_safx",
                                      doc="""``mli_hlp_convert_tensor_safx``: :func:`hlp_convert_tensor` between fx
-    and sa types only (NOT_SUPPORTED for fp32). MLI requantizes in integer arithmetic; here the conversion goes
-    through float64 as :func:`hlp_convert_tensor`'s does.""")
+    and sa types only (fp32 on either side: TYPE_MISMATCH, as ``convert_quantized_data`` returns), requantizing
+    in MLI's integer arithmetic (:func:`requant_params`, :func:`_requant_values`) with the build's rounding.""")
 
 
 def hlp_tensor_data_ptr_cmp(in1: Tensor, in2: Tensor) -> bool:

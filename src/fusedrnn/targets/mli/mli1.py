@@ -1,5 +1,6 @@
 """MLI 1.x recurrent and dense kernels (spec mli.md §5): ``krn_fully_connected_{fx8,fx16,fx8w16d}``,
-``krn_lstm_cell_{fx8,fx16,fx8w16d}`` and ``krn_basic_rnn_cell_{fx8,fx16,fx8w16d}``.
+``krn_lstm_cell_{fx8,fx16,fx8w16d}`` and ``krn_basic_rnn_cell_{fx8,fx16,fx8w16d}``; the 1.x activations and
+element-wise kernels (``krn_{relu,tanh,sigm}_{fx8,fx16}``, ``krn_eltwise_{add,sub,mul,max,min}_{fx8,fx16}``).
 
 MLI 1.x has no host build and no kernel-level test vectors; it runs on ARC DSPs through FXAPI, always with
 convergent rounding (``-Xdsp_ctrl=postshift,guard,convergent``), so these kernels ignore the 2.0 build flags.
@@ -28,7 +29,8 @@ from . import dense as D
 from .checks import check, check_out, check_tensor, check_types, contiguous, debug_checks
 from .config import ElType, ReluCfg, ReluType, RnnAct, RnnCellCfgDepr, RnnMode
 from .luts import act_fx8, act_fx16, make_lut
-from .status import Status, define_kernels, fail, require
+from .status import MliCheckFailed, Status, define_kernels, fail, require
+from .tensors import dense_strides
 
 S = Status
 FX8, FX16 = ElType.MLI_EL_FX_8, ElType.MLI_EL_FX_16
@@ -363,3 +365,104 @@ def hlp_count_elem_num(t, start_dim: int = 0) -> int:
     if start_dim >= t.rank and debug_checks():
         return 0
     return t.count(start_dim)
+
+
+# ---- element-wise (MLI 1.1.1 mli_krn_eltwise.h, mli_chk_eltwise) ---------------------------------------------------
+def _is_scalar1(t) -> bool:
+    """``mli_tensor_is_scalar``: rank 0 (the value in the container) or one element."""
+    return t.rank == 0 or t.count() == 1
+
+
+def _contiguous1(dims, strides) -> bool:
+    """1.1.1's ``check_layout_is_contiguous(shape, mem_stride, rank)``: some stride 0 (the kernel then computes
+    dense strides) or exactly the dense strides of ``dims``."""
+    strides = list(strides)
+    return not all(m != 0 for m in strides) or strides == dense_strides(dims)
+
+
+def _check_eltwise1(op, ti, in1, in2, out) -> None:
+    """1.1.1's ``mli_chk_eltwise`` then the kernel's type check, in its order: scalar operands
+    (``mli_chk_scalar_tensor``) and an output with a data pointer (BAD_TENSOR); contiguous inputs
+    (INCOMPATEBLE_TENSORS); not both of rank 0 (NOT_SUPPORTED); the non-scalar inputs valid (``mli_chk_tensor``)
+    with ``out.mem_stride`` dense for their shape (INCOMPATEBLE_TENSORS, before a bad tensor's status); equal
+    element types and, except for mul, equal frac bits (INCOMPATEBLE_TENSORS); equal shapes when neither is a
+    scalar (SHAPE_MISMATCH); output capacity for the larger operand (NOT_ENGH_MEM); fx8 / fx16 inputs
+    (TYPE_MISMATCH)."""
+    S_ = S
+    for t, name in ((in1, "in1"), (in2, "in2")):
+        require(t is not None, S_.MLI_STATUS_BAD_TENSOR, f"{name}: expected a tensor, got None")
+        if _is_scalar1(t) and t.rank:  # mli_chk_scalar_tensor: a rank-0 value is not checked further
+            check_tensor(t, name, v1=True)
+    require(out is not None and getattr(out, "mem", None) is not None, S_.MLI_STATUS_BAD_TENSOR,
+            "out: no data pointer")
+    check_out(out)
+    check(_contiguous1(in1.dims, in1.mstrides) and _contiguous1(in2.dims, in2.mstrides),
+          S_.MLI_STATUS_INCOMPATEBLE_TENSORS, "in1/in2: layout must be contiguous")
+    check(in1.rank > 0 or in2.rank > 0, S_.MLI_STATUS_NOT_SUPPORTED, "in1/in2: one operand must have rank > 0")
+    status = None
+    for t, name in ((in1, "in1"), (in2, "in2")):
+        if not _is_scalar1(t):
+            try:
+                check_tensor(t, name, v1=True)
+            except MliCheckFailed as e:  # reported after the output layout check, as mli_chk_eltwise does
+                status = status or e
+            check(_contiguous1(t.dims, out.mem_stride[:t.rank]), S_.MLI_STATUS_INCOMPATEBLE_TENSORS,
+                  "out: mem_stride must be dense for the input's shape")
+    if status is not None:
+        raise status
+    check(in1.el_type == in2.el_type, S_.MLI_STATUS_INCOMPATEBLE_TENSORS, "in1/in2: element types differ")
+    if op != "mul":
+        check(in1.frac_bits == in2.frac_bits, S_.MLI_STATUS_INCOMPATEBLE_TENSORS,
+              f"in1/in2: frac bits {in1.frac_bits} and {in2.frac_bits} differ ({op} needs one notation)")
+    if not _is_scalar1(in1) and not _is_scalar1(in2):
+        check(in1.dims == in2.dims, S_.MLI_STATUS_SHAPE_MISMATCH, f"in1/in2: shapes {in1.dims} and {in2.dims} differ")
+    n = max(in1.count() if in1.rank else 1, in2.count() if in2.rank else 1)
+    check(n * in1.element_size <= out.capacity, S_.MLI_STATUS_NOT_ENGH_MEM,
+          f"out: capacity {out.capacity} bytes < {n * in1.element_size} needed")
+    check_types([(in1, ti, "in1"), (in2, ti, "in2")])
+
+
+_ELT_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "max": np.maximum, "min": np.minimum}
+
+
+def _eltwise1(op, flavor, in1, in2, out) -> None:
+    """MLI 1.x ``mli_krn_eltwise_{add,sub,max,min,mul}_fx8/fx16(in1, in2, out)``: element by element, a scalar
+    operand (rank 0 or one element) broadcast; add/sub/max/min on the raw values saturated to the data bits, out
+    takes in1's frac bits; mul accumulates the product and casts it by in1 + in2 - out frac bits (the output's
+    frac bits are the caller's) with convergent rounding and saturation. ``out`` takes the larger operand's shape
+    (rank 0 holding the value when its capacity is 0, without the checks) and in1's element type."""
+    ti, _, bits = FLAVORS[flavor]
+    if debug_checks():
+        _check_eltwise1(op, ti, in1, in2, out)
+    else:
+        for t, name in ((in1, "in1"), (in2, "in2")):
+            if t.rank:
+                check_tensor(t, name, v1=True)
+        require(out is not None and getattr(out, "mem", None) is not None, S.MLI_STATUS_BAD_TENSOR, "out: no data")
+    require(in1.el_type == ti and in2.el_type == ti, S.MLI_STATUS_TYPE_MISMATCH, "in1/in2: wrong element type")
+    a, b = in1.values(), in2.values()
+    n1, n2 = a.size, b.size
+    require(n1 == 1 or n2 == 1 or a.shape == b.shape, S.MLI_STATUS_SHAPE_MISMATCH, "in1/in2: shapes differ")
+    a1, b1 = (a.reshape(()) if n1 == 1 else a), (b.reshape(()) if n2 == 1 else b)
+    if op == "mul":
+        shift = in1.frac_bits + in2.frac_bits - out.frac_bits
+        prod = A.i64(a1) * A.i64(b1)
+        y = A.sat(A.rnd(2 * prod, shift + 1, 64, MODE), 16) if bits == 16 else A.sat(A.rnd(prod, shift, 32, MODE), 8)
+    else:
+        y = A.sat(_ELT_OPS[op](A.i64(a1), A.i64(b1)), bits)
+    big = in1 if n1 > n2 else in2
+    out.el_type = in1.el_type
+    if op != "mul":
+        out.frac_bits = in1.frac_bits
+    if out.capacity == 0 and y.size == 1 and not isinstance(out.mem, np.ndarray):
+        out.data.mem, out.rank = int(np.asarray(y).reshape(())), 0
+        return
+    dims = big.dims  # the larger operand's shape; in2's when both hold one element (rank 0 for a rank-0 in2)
+    out.write(np.broadcast_to(y, dims) if y.ndim == 0 else y, dims)
+
+
+_DOC_ELT = ("MLI 1.x element-wise {op} (in1, in2, out): a scalar operand broadcast, saturated to the data bits; "
+            "returns a status (checks: 1.1.1's mli_chk_eltwise).")
+ELTWISE_KERNELS = [name for op in ("add", "sub", "mul", "max", "min") for name in define_kernels(
+    globals(), _eltwise1, f"krn_eltwise_{op}_", {k: (op, k) for k in _FX_FLAVORS}, _DOC_ELT.format(op=op))]
+"""``krn_eltwise_{add,sub,mul,max,min}_{fx8,fx16}`` of MLI 1.x."""

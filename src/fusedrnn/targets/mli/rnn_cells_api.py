@@ -31,8 +31,9 @@ _ACT = {RnnAct.RNN_ACT_NONE: "none", RnnAct.RNN_ACT_TANH: "tanh", RnnAct.RNN_ACT
 
 def scratch_capacity(cfg: RnnCellCfg) -> int | None:
     """Bytes of the scratch buffer ``cfg.scratch_data`` (C's ``scratch_data.capacity``; for an array its size
-    or the legacy ``cfg.scratch_capacity``); None when there is none (fusedrnn then allocates it, where MLI's
-    checker returns BAD_FUNC_CFG for a NULL pointer)."""
+    or the legacy ``cfg.scratch_capacity``); None when there is none: MLI's checker returns BAD_FUNC_CFG for
+    that NULL pointer (here too in a debug build; in ``DBG_MODE_RELEASE``, where C would write through NULL,
+    fusedrnn allocates the scratch)."""
     sd = cfg.scratch_data
     if isinstance(sd, DataContainer):
         return int(sd.capacity) if sd.mem is not None else 0
@@ -89,6 +90,9 @@ def _check_cell(flavor, G, in_, prev_out, weights_in, weights_out, bias, tanh_lu
     require(seq * M * in_.element_size <= out.capacity, S.MLI_STATUS_BAD_TENSOR,
             f"out: capacity {out.capacity} bytes < {seq * M * in_.element_size} needed")
     cap = scratch_capacity(cfg)
+    check(cap is not None, S.MLI_STATUS_BAD_FUNC_CFG,
+          "cfg.scratch_data: no scratch buffer (the kernel needs one of at least "
+          f"{G * M * in_.element_size} bytes)")
     if cap is not None:
         require(G * M * in_.element_size <= cap, S.MLI_STATUS_BAD_FUNC_CFG,
                 f"cfg.scratch_data: capacity {cap} bytes < {G * M * in_.element_size} needed")

@@ -40,7 +40,15 @@ Where the zDNN API reference and libzdnn disagree, this module does what libzdnn
   transformed as libzdnn does it: each gate's slices as images of the pre-transformed dims, back to back (the
   reference implies INVALID_SHAPE; the emulator gives INVALID_SHAPE only where libzdnn would write past the buffer);
 * ``lstm``/``gru`` check no layouts (an NHWC ztensor of the right dims serves as weights) and the direction only
-  after the tensors; operations return neither INVALID_STATE nor an early INVALID_BUFFER.
+  after the tensors; operations return neither INVALID_STATE nor an early INVALID_BUFFER;
+* ``transform_ztensor`` (and its saturating form) transforms FP32, FP16 and BFLOAT data into DLFLOAT16 only: INT32
+  data (a BINARY_INT32 descriptor from ``generate_transformed_desc``) is INVALID_TYPE (an INT32 ztensor is an
+  output, read back with ``transform_origtensor``);
+* ``conv2d``, ``avgpool2d`` and ``maxpool2d`` verify as ``verify_conv2d_tensors`` / ``verify_pool_avg_max_tensors``:
+  shapes and strides, the bias and output (pooling: the output, before the strides) against the input's type and
+  format, the kernel's type only; libzdnn never checks the input's own type or format nor the kernel's format
+  (the reference: DLFLOAT16 4DFEATURE / 4DKERNEL): the emulator refuses those with INVALID_TYPE / INVALID_FORMAT
+  after libzdnn's checks, where the NNPA would be handed them.
 """
 
 from __future__ import annotations

@@ -25,10 +25,10 @@ from .ops_support import (
     dims,
     param_code,
     require_desc,
+    require_fields_of,
     require_same_n_c,
     run_op,
     store,
-    verify_features,
 )
 from .status import Status
 from .transform import read_values
@@ -111,8 +111,10 @@ def _pool(where: str, fn: NNPAFunction, kind: str, input: ZTensor, padding_type:
           kernel_height: int, kernel_width: int, stride_height: int, stride_width: int, output: ZTensor) -> Status:
     pad, kh, kw, sh, sw = (int(v) for v in (padding_type, kernel_height, kernel_width, stride_height, stride_width))
 
-    def verify() -> None:
-        verify_features((input,), (output,), lambda: require_same_n_c(input, output))
+    def verify() -> None:  # verify_pool_avg_max_tensors: N and C, output's fields against the input's, strides
+        require_desc(input, output)
+        require_same_n_c(input, output)
+        require_fields_of(input, output)
         _, ih, iw, _ = dims(input)
         _, oh, ow, _ = dims(output)
         if sh == 0 and sw == 0:
@@ -126,6 +128,7 @@ def _pool(where: str, fn: NNPAFunction, kind: str, input: ZTensor, padding_type:
                 require(kw <= iw and kh <= ih)
             want = _expected_out_hw(ih, iw, kh, kw, sh, sw, pad)
             require(want is None or (oh, ow) == want)
+        check_feature(input)  # the emulator's guard (libzdnn compares the output with the input only)
 
     def hardware() -> Status:
         _, ih, iw, _ = dims(input)
@@ -158,12 +161,14 @@ def avgpool2d(input: ZTensor, padding_type: int, kernel_height: int, kernel_widt
               stride_height: int, stride_width: int, output: ZTensor) -> Status:
     """``zdnn_avgpool2d``: the mean of each kernel window (padding excluded from the count).
 
-    Statuses (in zDNN's order): INVALID_SHAPE (N or C differ; zero strides with a kernel other than the input plane
-    or an output plane other than 1x1; VALID with the kernel larger than the input; an output H/W other than the
-    formulas), INVALID_TYPE / INVALID_FORMAT, INVALID_STRIDE_PADDING (zero strides with SAME_PADDING),
-    INVALID_STRIDES (one stride 0); then the hardware's EXCEEDS_MDIS (a stride above get_max_for_dim, a kernel dim 0
-    or above it), FUNC_RC_F000 (unknown padding), F001 (zero strides, kernel > 1024), F002 (kernel > 64), F003
-    (stride > 30), F004 (input H or W > 1024).
+    Statuses (libzdnn's ``verify_pool_avg_max_tensors`` order): INVALID_SHAPE (N or C differ), INVALID_TYPE /
+    INVALID_FORMAT (the output's type and format differ from the input's), then by strides: INVALID_SHAPE (zero
+    strides with a kernel other than the input plane or an output plane other than 1x1; VALID with the kernel
+    larger than the input; an output H/W other than the formulas), INVALID_STRIDE_PADDING (zero strides with
+    SAME_PADDING), INVALID_STRIDES (one stride 0); an input that is not DLFLOAT16 4DFEATURE (libzdnn leaves it to
+    the NNPA: the emulator's INVALID_TYPE / INVALID_FORMAT); then the hardware's EXCEEDS_MDIS (a stride above
+    get_max_for_dim, a kernel dim 0 or above it), FUNC_RC_F000 (unknown padding), F001 (zero strides, kernel >
+    1024), F002 (kernel > 64), F003 (stride > 30), F004 (input H or W > 1024).
     """
     return _pool("avgpool2d", F.NNPA_AVGPOOL2D, "avg", input, padding_type, kernel_height, kernel_width,
                  stride_height, stride_width, output)
@@ -213,9 +218,12 @@ def conv2d(input: ZTensor, kernel: ZTensor, bias: ZTensor, padding_type: int,  #
     Statuses (zDNN's order): INVALID_SHAPE (bias not (1, 1, 1, K); N, K, C mismatches; zero strides with a kernel
     other than the input plane or an output plane other than 1x1; VALID with a kernel larger than the input; an
     output H/W other than the formulas), INVALID_STRIDE_PADDING (zero strides with SAME), INVALID_STRIDES (one
-    stride 0), INVALID_TYPE / INVALID_FORMAT, INVALID_CLIPPING_VALUE (RELU with a negative or NINF clipping value);
-    then FUNC_RC_F000 (unknown padding), F001 (unknown act_func), F002 (zero strides, kernel > 448), F003 (kernel >
-    64), F004 (a stride > 13).
+    stride 0), INVALID_TYPE / INVALID_FORMAT (bias, then output, unlike the input's type or format; the kernel's
+    type unlike the input's), INVALID_CLIPPING_VALUE (RELU with a negative or NINF clipping value) — libzdnn's
+    ``verify_conv2d_tensors`` order; then the emulator's guards for what libzdnn leaves to the NNPA (an input not
+    DLFLOAT16 4DFEATURE, a kernel not 4DKERNEL: INVALID_TYPE / INVALID_FORMAT); then FUNC_RC_F000 (unknown
+    padding), F001 (unknown act_func), F002 (zero strides, kernel > 448), F003 (kernel > 64), F004 (a stride >
+    13).
     """
     pad, sh, sw, act = (int(v) for v in (padding_type, stride_height, stride_width, act_func))
     clip = param_code(clipping_value)
@@ -240,14 +248,15 @@ def conv2d(input: ZTensor, kernel: ZTensor, bias: ZTensor, padding_type: int,  #
             require(want is None or (oh, ow) == want)
         else:
             raise OpStatus(Status.ZDNN_INVALID_STRIDES)
-        check_feature(input)
-        check_feature(bias)
-        check_feature(output, input_=False)
-        check_kernel(kernel)
+        require_fields_of(input, bias, output)  # bias and output: the input's type and format
+        if int(kernel.transformed_desc.type) != int(input.transformed_desc.type):  # the kernel: its type only
+            raise OpStatus(Status.ZDNN_INVALID_TYPE)
         if act == Conv2dAct.CONV2D_ACT_RELU:
             st = clipping_code_status(clip)
             if st != Status.ZDNN_OK:
                 raise OpStatus(st)
+        check_feature(input)  # the emulator's guards: what libzdnn leaves to the NNPA
+        check_kernel(kernel)
 
     def hardware() -> Status:
         kh, kw = dims(kernel)[:2]

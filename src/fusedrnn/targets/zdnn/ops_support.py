@@ -154,6 +154,17 @@ def verify_same_features(inputs: tuple[ZTensor, ...], output: ZTensor) -> None:
     verify_features(inputs, (output,), lambda: require_same_dims(inputs[0], output, *inputs[1:]))
 
 
+def require_fields_of(ref: ZTensor, *others: ZTensor) -> None:
+    """libzdnn's ``VERIFY_FIELDS(ref type, ref format, others...)``: each of ``others`` in turn has ``ref``'s
+    transformed type (INVALID_TYPE) and format (INVALID_FORMAT)."""
+    t, f = int(ref.transformed_desc.type), int(ref.transformed_desc.format)
+    for zt in others:
+        if int(zt.transformed_desc.type) != t:
+            raise OpStatus(Status.ZDNN_INVALID_TYPE)
+        if int(zt.transformed_desc.format) != f:
+            raise OpStatus(Status.ZDNN_INVALID_FORMAT)
+
+
 def require_same_n_c(input: ZTensor, output: ZTensor) -> None:  # noqa: A002
     """The pooling verifiers' shape rule: the output's dim4 (N) and dim1 (C) are the input's (INVALID_SHAPE)."""
     require(dims(output)[0] == dims(input)[0] and dims(output)[3] == dims(input)[3])

@@ -206,20 +206,20 @@ _FEATURE_PRE_LAYOUTS = (L.ZDNN_1D, L.ZDNN_2D, L.ZDNN_2DS, L.ZDNN_3D, L.ZDNN_3DS,
 
 def _transform_checks(zt: ZTensor, where: str, saturation: bool) -> Status:
     """libzdnn's ``verify_descriptors_transform_ztensor`` in its order: the transformed format; for 4DFEATURE the
-    transformed layout, type (DLFLOAT16; BINARY_INT32 for INT32 data, an emulator extension) and the
-    pre-transformed layout; for 4DKERNEL the type, then HWCK transformed and pre-transformed layouts (saturation
-    included: libzdnn saturates HWCK tensors too); the pre-transformed type; the dims (0 or above the maximum:
+    transformed layout, type (DLFLOAT16 only: a BINARY_INT32 ztensor is INVALID_TYPE) and the pre-transformed
+    layout; for 4DKERNEL the type, then HWCK transformed and pre-transformed layouts (saturation
+    included: libzdnn saturates HWCK tensors too); the pre-transformed type (FP32, FP16 or BFLOAT: INT32 and INT8
+    data are INVALID_TYPE); the dims (0 or above the maximum:
     INVALID_SHAPE). Then the buffer (INVALID_BUFFER) and the state (INVALID_STATE); then what the transform itself
     checks: a concatenated layout needs 2DS/3DS data and no saturation (INVALID_LAYOUT) and as many directions as
     dim4 (INVALID_SHAPE); other layouts need the dims the pre-transformed descriptor gives (INVALID_SHAPE, the
     emulator's guard: libzdnn would read the data by the transformed dims)."""
     pre, tf = zt.pre_transformed_desc, zt.transformed_desc
     fmt = _enum(DataFormat, tf.format)
-    int32 = pre.type == T.INT32 and not saturation
     if fmt == F.ZDNN_FORMAT_4DFEATURE:
         if _enum(DataLayout, tf.layout) not in _FEATURE_TF_LAYOUTS:
             return Status.ZDNN_INVALID_LAYOUT
-        if tf.type != (T.ZDNN_BINARY_INT32 if int32 else T.ZDNN_DLFLOAT16):
+        if tf.type != T.ZDNN_DLFLOAT16:
             return Status.ZDNN_INVALID_TYPE
         if _enum(DataLayout, pre.layout) not in _FEATURE_PRE_LAYOUTS:
             return Status.ZDNN_INVALID_LAYOUT
@@ -230,7 +230,7 @@ def _transform_checks(zt: ZTensor, where: str, saturation: bool) -> Status:
             return Status.ZDNN_INVALID_LAYOUT
     else:
         return Status.ZDNN_INVALID_FORMAT
-    if _enum(DataType, pre.type) not in FLOAT_PRE + ((T.INT32,) if int32 else ()):
+    if _enum(DataType, pre.type) not in FLOAT_PRE:
         return Status.ZDNN_INVALID_TYPE
     st = verify_transformed_desc(tf)
     if st != Status.ZDNN_OK:
@@ -301,13 +301,6 @@ def _transform(zt: ZTensor, data: tuple, saturation: bool, where: str) -> Status
     G = gates_of(tf.layout)
     _check_data_count(data, G or 1)
     n = int(np.prod(pre.shape()))
-    if ptype == T.INT32:
-        a = np.asarray(c_elements(data[0], ptype, n, "data"))
-        if a.size != n:
-            raise ShapeError(f"data: expected {n} elements, got shape {a.shape}")
-        write_cells(zt, to_transformed(pre, np.asarray(a, np.int32).reshape(pre.shape())))
-        zt.is_transformed = True
-        return report(Status.ZDNN_OK, where)
     if G:
         vals = [_pre_floats(d, ptype, n, f"data[{g}]") for g, d in enumerate(data)]
         if tuple(tf.dims) != concatenated_dims(pre, tf.layout):

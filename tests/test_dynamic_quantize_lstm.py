@@ -3,6 +3,10 @@ models with uneven ``sequence_lens``, Y present or omitted, T up to 200, both en
 
 from __future__ import annotations
 
+import json
+import zlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -256,3 +260,105 @@ def test_runs_on_quantized_targets(target):
     for name in ("Y", "Y_h", "Y_c"):
         assert out[name].shape == native[name].shape
     assert np.max(np.abs(out["Y"] - native["Y"])) < 0.25
+
+
+# ---- onnxruntime's own tests (onnxruntime/test/contrib_ops/quantize_lstm_op_test.cc), their case matrix extracted
+# by scripts/extract_ort_dqlstm_cases.py: one step on Gaussian data, weights quantized with ReduceRange (int8 codes
+# in [-64, 64]) and symmetrically when per channel, compared with onnxruntime's float LSTM of the dequantized
+# inputs (X and initial_h quantized to uint8 as the operator does) -----------------------------------------------
+
+ORT_CASES = json.loads((Path(__file__).parent / "data" / "ort" / "dynamic_quantize_lstm_cases.json").read_text())
+
+
+def _ort_quant_params(v: np.ndarray, qtype, symmetric: bool):
+    """onnxruntime's GetQuantizationParameter<qtype, ReduceRange=true, symmetric> of a float32 block."""
+    lo, hi = np.float32(min(0.0, float(v.min()))), np.float32(max(0.0, float(v.max())))
+    qmin, qmax = (-64, 64) if qtype == np.int8 else (0, 255)
+    if qtype == np.int8 and symmetric:
+        m = max(hi, -lo)
+        return (m / np.float32(qmax) if m > 0 else np.float32(1)), 0
+    s = np.float32(1) if hi == lo else (hi - lo) / np.float32(qmax - qmin)
+    return s, int(np.rint(np.clip(np.float32(qmin) - lo / s, qmin, qmax)))
+
+
+def _ort_quantize_weights(w: np.ndarray, qtype, per_channel: bool):
+    """[D, 4H, K] float weights -> ([D, K, 4H] codes, scales, zero points) as the test's QuantizeWeight."""
+    D, rows, _ = w.shape
+    blocks = w.reshape(D * rows, -1) if per_channel else w.reshape(D, -1)
+    info = np.iinfo(qtype)
+    codes, scales, zps = [], [], []
+    for block in blocks:
+        s, z = _ort_quant_params(block, qtype, per_channel)
+        codes.append(np.clip(np.rint(block / s) + z, info.min, info.max).astype(qtype))
+        scales.append(s)
+        zps.append(z)
+    q = np.stack(codes).reshape(w.shape).transpose(0, 2, 1).copy()
+    shape = (D, rows) if per_channel else (D,)
+    return q, np.array(scales, np.float32).reshape(shape), np.array(zps, qtype).reshape(shape)
+
+
+def _qdq_uint8(v: np.ndarray) -> np.ndarray:
+    q, s = ort_dynamic_uint8(v)
+    return (q * np.float64(s)).astype(np.float32)
+
+
+def _ort_case_ids():
+    for test, calls in ORT_CASES["tests"].items():
+        for k, call in enumerate(calls):
+            for v, variant in enumerate(ORT_CASES["variants"]):
+                yield pytest.param(call, variant, id=f"{test}-{k}-{v}")
+
+
+@pytest.mark.parametrize("call, variant", list(_ort_case_ids()))
+def test_onnxruntime_kernel_tests(call, variant):
+    rng = np.random.default_rng(zlib.crc32(json.dumps([call, variant], sort_keys=True).encode()))
+    mean, std = ORT_CASES["gaussian"]
+    T, B, I, H = ORT_CASES["seq_length"], call["batch_size"], call["input_size"], call["hidden_size"]
+    D = 2 if variant["direction"] == "bidirectional" else 1
+    qtype = np.int8 if call["weight_type"] == "int8" else np.uint8
+
+    def gauss(*shape):
+        return rng.normal(mean, std, shape).astype(np.float32)
+
+    X, W, R = gauss(T, B, I), gauss(D, 4 * H, I), gauss(D, 4 * H, H)
+    Bias = gauss(D, 8 * H) if variant["has_bias"] else None
+    P = gauss(D, 3 * H) if variant["has_P"] else None
+    h0, c0 = gauss(D, B, H), gauss(D, B, H)
+    Wq, ws, wz = _ort_quantize_weights(W, qtype, call["per_channel"])
+    Rq, rs, rz = _ort_quantize_weights(R, qtype, call["per_channel"])
+    attrs = {"hidden_size": H, "direction": variant["direction"], "input_forget": 0,
+             "activations": ["Sigmoid", "Tanh", "Tanh"] * D}
+    got = dynamic_quantize_lstm(X, Wq, Rq, Bias, None, h0, c0, P, ws, wz, rs, rz, **attrs)
+
+    # the operator itself in onnxruntime (weights as initializers or as inputs, as the variant says)
+    named = {"X": X, "W": Wq, "R": Rq, "B": Bias, "h0": h0, "c0": c0, "P": P, "ws": ws, "wz": wz, "rs": rs, "rz": rz}
+    consts = {"W": variant["initializer_W"], "R": variant["initializer_R"]}
+    names = ["X", "W", "R", "B" if Bias is not None else "", "", "h0", "c0", "P" if P is not None else "",
+             "ws", "wz", "rs", "rz"]
+    feeds = {n: named[n] for n in names if n and not (consts.get(n) or n in ("B", "P", "ws", "wz", "rs", "rz"))}
+    inits = [numpy_helper.from_array(named[n], n) for n in names if n and n not in feeds]
+    node = helper.make_node("DynamicQuantizeLSTM", names, ["Y", "Y_h", "Y_c"], domain="com.microsoft", **attrs)
+    graph = helper.make_graph([node], "dq", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                                           a.shape) for n, a in feeds.items()],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")],
+                              inits)
+    opsets = [helper.make_opsetid("", 14), helper.make_opsetid("com.microsoft", 1)]
+    native = ort_outputs(helper.make_model(graph, opset_imports=opsets, ir_version=8), feeds)
+    for g, r in zip(got, native, strict=True):
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-5)
+
+    # the test's expectation: onnxruntime's float LSTM (opset 7) on the dequantized inputs
+    def dequantized(q, s, z):
+        z = z.reshape(D, -1, 1).astype(np.float32)
+        return ((q.transpose(0, 2, 1).astype(np.float32) - z) * s.reshape(D, -1, 1)).astype(np.float32)
+
+    fl = {"X": _qdq_uint8(X), "W": dequantized(Wq, ws, wz), "R": dequantized(Rq, rs, rz), "B": Bias,
+          "h0": np.stack([_qdq_uint8(h0[d]) for d in range(D)]), "c0": c0, "P": P}
+    fnames = ["X", "W", "R", "B" if Bias is not None else "", "", "h0", "c0", "P" if P is not None else ""]
+    fnode = helper.make_node("LSTM", fnames, ["Y", "Y_h", "Y_c"], **attrs)
+    fgraph = helper.make_graph([fnode], "f", [], [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+                                                  for n in ("Y", "Y_h", "Y_c")],
+                               [numpy_helper.from_array(fl[n], n) for n in fnames if n])
+    expected = ort_outputs(helper.make_model(fgraph, opset_imports=[helper.make_opsetid("", 7)], ir_version=8), {})
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)

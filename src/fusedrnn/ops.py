@@ -309,12 +309,14 @@ def _quantized(Wq, scale, zero_point, D: int, H: int, name: str) -> QuantizedWei
     if zero_point is not None and (z.dtype != Wq.dtype or z.shape != s.shape):
         raise DTypeError(f"{name}_zero_point: expected {Wq.dtype} of shape {s.shape} (like {name} and its scale), "
                          f"got {z.dtype} of shape {z.shape}")
+    per_column = z.ndim == 2
     z = z.reshape(D, -1)
-    if Wq.dtype == np.int8 and np.any(z != 0):  # onnxruntime: "Weight zero point must be zero"
-        raise AttributeValueError(f"{name}_zero_point: int8 weights need zero points 0 (as onnxruntime requires), "
-                                  f"got {z.ravel()[:8].tolist()}")
-    if np.any(z != z[:, :1]):  # onnxruntime: "Weight point must be constant"
-        raise AttributeValueError(f"{name}_zero_point: a per-column zero point must be one value per direction (as "
+    # onnxruntime checks per-column zero points only: int8 ones must be 0, uint8 ones one value (its first)
+    if per_column and Wq.dtype == np.int8 and np.any(z != 0):
+        raise AttributeValueError(f"{name}_zero_point: per-column zero points of int8 weights must be 0 (as "
+                                  f"onnxruntime requires), got {z.ravel()[:8].tolist()}")
+    if per_column and np.any(z != z.flat[0]):
+        raise AttributeValueError(f"{name}_zero_point: per-column zero points of uint8 weights must all be equal (as "
                                   f"onnxruntime requires), got {z.ravel()[:8].tolist()}")
     return QuantizedWeights(np.ascontiguousarray(Wq), np.ascontiguousarray(s.reshape(D, -1)),
                             tuple(int(v) for v in z[:, 0]))
@@ -328,10 +330,11 @@ def dynamic_quantize_lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, i
     integer products). Returns ``(Y, Y_h, Y_c)`` like :func:`lstm` (float32).
 
     W [D, I, 4H] and R [D, H, 4H] are int8/uint8 and *transposed* relative to ONNX LSTM (gate order still
-    i, o, f, c); scales and zero points are per direction [D] or per column [D, 4H] (int8: zero points 0; uint8:
-    one zero point per direction, as onnxruntime requires). X (float32) is quantized once to uint8 over its
+    i, o, f, c); scales and zero points are per direction [D] or per column [D, 4H] (per-column zero points: 0 for
+    int8, one value for uint8, as onnxruntime requires). X (float32) is quantized once to uint8 over its
     first max(sequence_lens) steps, and every step's hidden state of all B rows is re-quantized to uint8 as one
-    block. ``has_y``: whether the node has a Y output: onnxruntime feeds a finished row's last h back into the
+    block. A direction's zero point is its first value (onnxruntime takes no other). ``has_y``: whether the node has
+    a Y output: onnxruntime feeds a finished row's last h back into the
     block (Y omitted) or zeros (Y present). ``intra_op_threads``: the onnxruntime session's thread count (with
     B > 4, or B >= 2 and H <= 256, onnxruntime quantizes h per block of ceil(B / threads) rows). Attributes as
     :func:`lstm` without ``layout`` and the fusedrnn options.

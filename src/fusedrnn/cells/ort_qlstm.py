@@ -276,24 +276,38 @@ KERNEL = _native.Library("ortq", ABI_VERSION, _bind)
 
 _THREADS = 1  # directions on threads: a helper thread waits for a core on a busy machine
 _PACKED: dict = {}
+_PACKED_MAX = 64
+
+
+_LIBC = ctypes.CDLL(None)
+_LIBC.memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+_LIBC.memcmp.restype = ctypes.c_int
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two equal-shaped int8/uint8 arrays hold the same bytes (compared 8 at a time where possible)."""
-    fa, fb = a.reshape(-1).view(np.uint8), np.ascontiguousarray(b).reshape(-1).view(np.uint8)
-    n8 = fa.size // 8 * 8
-    return bool(np.array_equal(fa[:n8].view(np.uint64), fb[:n8].view(np.uint64))
-                and np.array_equal(fa[n8:], fb[n8:]))
-_PACKED_MAX = 64
+    """Whether two equal-shaped arrays hold the same bytes (``a`` contiguous; memcmp, no temporaries)."""
+    b = np.ascontiguousarray(b)
+    return a.nbytes == b.nbytes and _LIBC.memcmp(a.ctypes.data, b.ctypes.data, a.nbytes) == 0
+
+
+def _immutable(a: np.ndarray) -> bool:
+    """Whether nothing can change ``a``'s values: read-only views down to a ``bytes`` object (what onnx's
+    ``numpy_helper.to_array`` returns for a model's initializers)."""
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return False
+        a = a.base
+    return isinstance(a, bytes)
 
 
 def _packed(lib, W: QuantizedWeights) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's packed form of ``W`` (per direction) and its column sums, made once per weight array and
-    reused while the array's contents stay equal to those it was packed from."""
+    reused while the array's contents stay equal to those it was packed from (compared on every call, unless
+    the array is immutable: then the cached one holds the array itself)."""
     q = W.q
-    key = (id(q), q.ctypes.data, q.shape, q.dtype.str, W.zero_point)
+    key = (id(q), q.__array_interface__["data"][0], q.shape, q.dtype.str, W.zero_point)
     hit = _PACKED.get(key)
-    if hit is not None and _same_bytes(hit[0], q):
+    if hit is not None and (hit[0] is q or _same_bytes(hit[0], q)):
         return hit[1], hit[2]
     D, K, N = q.shape
     packed = np.zeros((D, lib.ortq_packed_size(K, N)), np.int8)
@@ -303,12 +317,25 @@ def _packed(lib, W: QuantizedWeights) -> tuple[np.ndarray, np.ndarray]:
                       colsum[d].ctypes.data)
     if len(_PACKED) >= _PACKED_MAX:
         _PACKED.pop(next(iter(_PACKED)))
-    _PACKED[key] = (q.copy(), packed, colsum)
+    _PACKED[key] = (q if _immutable(q) else q.copy(), packed, colsum)
     return packed, colsum
 
 
 def _ptr(a) -> int | None:
-    return None if a is None else a.ctypes.data
+    return None if a is None else a.__array_interface__["data"][0]
+
+
+_ACTS: dict = {}
+
+
+def _activation_arrays(acts) -> dict:
+    """The kernel's activation codes, alphas and betas of ``acts`` (made once per distinct list)."""
+    key = tuple((a.name, a.alpha, a.beta) for ad in acts for a in ad)
+    hit = _ACTS.get(key)
+    if hit is None:
+        hit = _ACTS[key] = {"acts": np.array([ACTIVATION_CODES[k[0].lower()] for k in key], np.int32),
+                            "al": np.array([k[1] for k in key], F32), "be": np.array([k[2] for k in key], F32)}
+    return hit
 
 
 def _compiled_run(lib, x, lens, W, R, bias, h0, c0, P, reverse, acts, clip, input_forget, want_y, threads):
@@ -320,16 +347,14 @@ def _compiled_run(lib, x, lens, W, R, bias, h0, c0, P, reverse, acts, clip, inpu
     Yc = np.zeros((D, Bn, H), F32)
     keep = {
         "x": np.ascontiguousarray(x, F32), "lens": np.ascontiguousarray(lens, np.int32),
-        "ws": np.ascontiguousarray(W.scale, F32),
+        "ws": W.scale,
         "wz": np.asarray(W.zero_point, np.int32),
-        "rs": np.ascontiguousarray(R.scale, F32), "rz": np.asarray(R.zero_point, np.int32),
+        "rs": R.scale, "rz": np.asarray(R.zero_point, np.int32),
         "bias": None if bias is None else np.ascontiguousarray(bias, F32),
         "h0": np.ascontiguousarray(h0, F32), "c0": np.ascontiguousarray(c0, F32),
         "P": None if P is None else np.ascontiguousarray(P, F32),
         "rev": np.asarray(reverse, np.int32),
-        "acts": np.array([ACTIVATION_CODES[a.name.lower()] for ad in acts for a in ad], np.int32),
-        "al": np.array([a.alpha for ad in acts for a in ad], F32),
-        "be": np.array([a.beta for ad in acts for a in ad], F32),
+        **_activation_arrays(acts),
     }
     keep["w"], keep["wc"] = _packed(lib, W)
     keep["r"], keep["rc"] = _packed(lib, R)

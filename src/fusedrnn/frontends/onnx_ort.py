@@ -64,6 +64,7 @@ from ..errors import InputError, UnsupportedFeatureError
 from ..targets.quark import ort_extensions as quark_ops
 from ..targets.quark.onnx_op import OPS as QUARK_OPS
 from .onnx_ops import node_label, proto_attributes, recurrent_op, subgraphs
+from .onnx_partition import partition
 
 DOMAIN = "ai.fusedrnn.ort"
 MAX_INPUTS = 12   # DynamicQuantizeLSTM has 12 inputs
@@ -294,6 +295,8 @@ class OrtGraph:
                                                 providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 -- onnxruntime's own error types
             raise UnsupportedFeatureError(f"model: onnxruntime cannot load it: {_first_line(exc)}") from exc
+        # a model whose recurrent nodes are all top-level runs as onnxruntime segments around them instead
+        self.partition = partition(proto, set(overridable), _dtype_map(proto))
         self._lock = threading.Lock()
         self._node_function = None
         self._failure: BaseException | None = None
@@ -322,6 +325,8 @@ class OrtGraph:
     def run(self, node_function, names: list[str], feeds: dict) -> list[np.ndarray]:
         """onnxruntime's outputs ``names`` for ``feeds``, recurrent nodes computed by ``node_function``; an
         exception raised by it is re-raised here."""
+        if self.partition is not None:
+            return self.partition.run(node_function, names, feeds)
         with self._lock:
             self._node_function, self._failure = node_function, None
             try:

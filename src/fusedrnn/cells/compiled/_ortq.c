@@ -139,7 +139,7 @@ typedef struct {
     int K, N, Kp;            /* Kp: K rounded up to 4 */
     const int8_t *packed;    /* VNNI: [N/16][Kp/4][16][4] int8 (uint8 weights as w - 128); else [K][N] int16 w - zw */
     const int32_t *colsum;   /* VNNI: sum over k of each packed column */
-    int shift;               /* VNNI: w - zw = packed + shift (128 - zw for uint8 weights, 0 for int8) */
+    int shift;               /* VNNI: w - zw = packed + shift (128 - zw for uint8 weights, -zw for int8) */
 } QMatrix;
 
 /* bytes of one packed [K, N] matrix, and int32 column sums, as ortq_pack writes them */
@@ -178,14 +178,55 @@ static void qmatrix_view(QMatrix *m, const void *packed, const int32_t *colsum, 
     m->K = K; m->N = N; m->Kp = (K + 3) / 4 * 4;
     m->packed = (const int8_t *)packed + (size_t)d * ortq_packed_size(K, N);
     m->colsum = colsum + (size_t)d * ortq_colsum_size(N);
-    m->shift = is_signed ? 0 : 128 - zw;
+    m->shift = is_signed ? -zw : 128 - zw;
 }
+
+#ifdef __AVX512VNNI__
+/* R rows (a compile-time constant once inlined) x 32 columns (two packed column blocks nb, nb + 1 when `two`):
+ * the accumulators stay in registers */
+static inline __attribute__((always_inline)) void vnni_rows(const QMatrix *m, const uint8_t *a, int lda, int R,
+                                                            int nb, int two, const int32_t *rowsum, int za,
+                                                            int32_t *acc) {
+    const int Kb = m->Kp / 4, N = m->N, K = m->K;
+    __m512i c0[8], c1[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) { c0[r] = _mm512_setzero_si512(); c1[r] = _mm512_setzero_si512(); }
+    const int8_t *w0 = m->packed + (size_t)nb * Kb * 64;
+    const int8_t *w1 = w0 + (size_t)Kb * 64;
+    for (int kb = 0; kb < Kb; kb++) {
+        __m512i v0 = _mm512_loadu_si512((const void *)(w0 + (size_t)kb * 64));
+        __m512i v1 = two ? _mm512_loadu_si512((const void *)(w1 + (size_t)kb * 64)) : v0;
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            int32_t a4;
+            memcpy(&a4, a + (size_t)r * lda + kb * 4, 4);
+            __m512i av = _mm512_set1_epi32(a4);
+            c0[r] = _mm512_dpbusd_epi32(c0[r], av, v0);
+            c1[r] = _mm512_dpbusd_epi32(c1[r], av, v1);
+        }
+    }
+    for (int h = 0; h < 1 + two; h++) {
+        int n0 = (nb + h) * 16, nc = N - n0 < 16 ? N - n0 : 16;
+        __mmask16 mask = (__mmask16)((1u << nc) - 1u);
+        __m512i cs = _mm512_maskz_loadu_epi32(mask, m->colsum + n0);
+        /* sum_k (a - za)(w - zw) = sum a*p + shift*sum a - za*(colsum + K*shift) */
+        __m512i corr = _mm512_mullo_epi32(_mm512_set1_epi32(za), _mm512_add_epi32(cs, _mm512_set1_epi32(K * m->shift)));
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m512i v = _mm512_add_epi32(h ? c1[r] : c0[r], _mm512_set1_epi32(m->shift * rowsum[r]));
+            _mm512_mask_storeu_epi32(acc + (size_t)r * N + n0, mask, _mm512_sub_epi32(v, corr));
+        }
+    }
+}
+
+#define VNNI_ROWS_CASE(R) case R: vnni_rows(m, a + (size_t)m0 * lda, lda, R, nb, two, rowsum, za, acc + (size_t)m0 * N); break;
+#endif
 
 /* acc [M][N] for uint8 rows a (stride lda, zero point za; rows padded with zeros to Kp) */
 static void qgemm(const QMatrix *m, const uint8_t *a, int lda, int M, int za, int32_t *acc) {
     const int K = m->K, N = m->N;
 #ifdef __AVX512VNNI__
-    const int Kb = m->Kp / 4;
+    const int NB = (N + 15) / 16;
     int32_t rowsum[8];
     for (int m0 = 0; m0 < M; m0 += 8) {
         int mc = M - m0 < 8 ? M - m0 : 8;
@@ -194,28 +235,11 @@ static void qgemm(const QMatrix *m, const uint8_t *a, int lda, int M, int za, in
             for (int k = 0; k < K; k++) s += a[(size_t)(m0 + r) * lda + k];
             rowsum[r] = s;
         }
-        for (int nb = 0; nb < (N + 15) / 16; nb++) {
-            __m512i c[8];
-            for (int r = 0; r < 8; r++) c[r] = _mm512_setzero_si512();
-            const int8_t *wp = m->packed + (size_t)nb * Kb * 64;
-            for (int kb = 0; kb < Kb; kb++) {
-                __m512i wv = _mm512_loadu_si512((const void *)(wp + (size_t)kb * 64));
-                for (int r = 0; r < mc; r++) {
-                    int32_t a4;
-                    memcpy(&a4, a + (size_t)(m0 + r) * lda + kb * 4, 4);
-                    c[r] = _mm512_dpbusd_epi32(c[r], _mm512_set1_epi32(a4), wv);
-                }
-            }
-            int n0 = nb * 16, nc = N - n0 < 16 ? N - n0 : 16;
-            __mmask16 mask = (__mmask16)((1u << nc) - 1u);
-            __m512i cs = _mm512_maskz_loadu_epi32(mask, m->colsum + n0);
-            /* sum_k (a - za)(w - zw) = sum a*p + shift*sum a - za*(colsum + K*shift) */
-            __m512i corr = _mm512_mullo_epi32(_mm512_set1_epi32(za),
-                                              _mm512_add_epi32(cs, _mm512_set1_epi32(K * m->shift)));
-            for (int r = 0; r < mc; r++) {
-                __m512i v = _mm512_add_epi32(c[r], _mm512_set1_epi32(m->shift * rowsum[r]));
-                v = _mm512_sub_epi32(v, corr);
-                _mm512_mask_storeu_epi32(acc + (size_t)(m0 + r) * N + n0, mask, v);
+        for (int nb = 0; nb < NB; nb += 2) {
+            int two = nb + 1 < NB;
+            switch (mc) {
+                VNNI_ROWS_CASE(1) VNNI_ROWS_CASE(2) VNNI_ROWS_CASE(3) VNNI_ROWS_CASE(4)
+                VNNI_ROWS_CASE(5) VNNI_ROWS_CASE(6) VNNI_ROWS_CASE(7) default: VNNI_ROWS_CASE(8)
             }
         }
     }
@@ -251,6 +275,23 @@ static inline void bias_clip(float *v, const float *bias, int n, float clip) {
     }
 }
 
+/* ---- scratch memory: kept per thread and slot and only grown, so that repeated calls neither map nor fault in
+ * fresh pages (a page fault is a chance for a busy machine's scheduler to take the core away) ---------------- */
+
+static __thread void *scratch_mem[3];
+static __thread size_t scratch_len[3];
+
+static void *scratch(int slot, size_t bytes) {
+    if (scratch_len[slot] < bytes) {
+        free(scratch_mem[slot]);
+        scratch_mem[slot] = malloc(bytes);
+        scratch_len[slot] = scratch_mem[slot] ? bytes : 0;
+    }
+    return scratch_mem[slot];
+}
+
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
 /* ---- one direction ---------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -259,7 +300,14 @@ typedef struct {
     const uint8_t *xq;       /* [maxlen * B][Kp_x] */
     int ldx, zx, maxlen;
     float sx;
+    char *mem;               /* direction_bytes() of scratch memory, owned by the calling thread */
 } Direction;
+
+static size_t direction_bytes(int B, int H, int maxlen) {
+    const size_t steps = (size_t)(maxlen > 0 ? maxlen : 1), H4 = 4 * (size_t)H, Kph = (H + 3) / 4 * 4;
+    return 2 * align64(steps * B * H4 * 4) + 2 * align64((size_t)B * H4 * 4) + 2 * align64((size_t)B * H * 4) +
+           align64((size_t)B * Kph);
+}
 
 static void *run_direction(void *arg) {
     Direction *job = (Direction *)arg;
@@ -270,13 +318,20 @@ static void *run_direction(void *arg) {
     const float *al = a->alphas + 3 * d, *be = a->betas + 3 * d;
     QMatrix Wm, Rm;
     int Kph = (H + 3) / 4 * 4;
-    float *gx = (float *)malloc((size_t)(maxlen > 0 ? maxlen : 1) * B * H4 * sizeof(float));
-    int32_t *acc = (int32_t *)malloc((size_t)B * H4 * sizeof(int32_t) + (size_t)(maxlen > 0 ? maxlen : 1) * B * 0);
-    int32_t *accx = (int32_t *)malloc((size_t)(maxlen > 0 ? maxlen : 1) * B * H4 * sizeof(int32_t));
-    float *g = (float *)malloc((size_t)B * H4 * sizeof(float));
-    float *hprev = (float *)malloc((size_t)B * H * sizeof(float));
-    float *c = (float *)malloc((size_t)B * H * sizeof(float));
-    uint8_t *hq = (uint8_t *)calloc((size_t)B * Kph, 1);
+    const size_t steps = (size_t)(maxlen > 0 ? maxlen : 1);
+    const size_t n_gx = align64(steps * B * H4 * sizeof(float)), n_acc = align64((size_t)B * H4 * sizeof(int32_t));
+    const size_t n_g = align64((size_t)B * H4 * sizeof(float)), n_h = align64((size_t)B * H * sizeof(float));
+    const size_t n_hq = align64((size_t)B * Kph);
+    char *mem = job->mem;
+    float *gx = NULL, *g = NULL, *hprev = NULL, *c = NULL;
+    int32_t *acc = NULL, *accx = NULL;
+    uint8_t *hq = NULL;
+    if (mem) {
+        gx = (float *)mem; accx = (int32_t *)(mem + n_gx); acc = (int32_t *)(mem + 2 * n_gx);
+        g = (float *)((char *)acc + n_acc); hprev = (float *)((char *)g + n_g); c = (float *)((char *)hprev + n_h);
+        hq = (uint8_t *)((char *)c + n_h);
+        memset(hq, 0, n_hq);
+    }
     job->status = -1;
     if (!gx || !acc || !accx || !g || !hprev || !c || !hq) goto done;
     qmatrix_view(&Wm, a->w, a->w_colsum, d, I, H4, a->w_signed, a->w_zp[d]);
@@ -371,7 +426,6 @@ static void *run_direction(void *arg) {
     (void)T;
     job->status = 0;
 done:
-    free(gx); free(acc); free(accx); free(g); free(hprev); free(c); free(hq);
     return NULL;
 }
 
@@ -382,17 +436,20 @@ int ortq_run(const OrtqArgs *a) {
     if (maxlen > T) maxlen = T;
     const int Kpx = (I + 3) / 4 * 4;
     size_t rows = (size_t)maxlen * B;
-    uint8_t *xq = (uint8_t *)calloc(rows * Kpx + 4, 1);
-    uint8_t *tmp = (uint8_t *)malloc(rows * I + 4);
-    if (!xq || !tmp) { free(xq); free(tmp); return -1; }
+    size_t n_xq = align64(rows * Kpx + 4);
+    uint8_t *xq = (uint8_t *)scratch(2, n_xq + rows * I + 4);
+    if (!xq) return -1;
+    uint8_t *tmp = xq + n_xq;
+    memset(xq, 0, n_xq);
     int zx = 0;
     float sx = quantize(a->x, rows * I, tmp, &zx);
     for (size_t r = 0; r < rows; r++) memcpy(xq + r * Kpx, tmp + r * I, (size_t)I);
-    free(tmp);
     Direction jobs[2];
     for (int d = 0; d < a->D; d++) {
         jobs[d].a = a; jobs[d].d = d; jobs[d].status = -1; jobs[d].xq = xq; jobs[d].ldx = Kpx;
         jobs[d].zx = zx; jobs[d].maxlen = maxlen; jobs[d].sx = sx;
+        jobs[d].mem = (char *)scratch(d, direction_bytes(B, a->H, maxlen));
+        if (!jobs[d].mem) return -1;
     }
     pthread_t helper;
     int threaded = a->D == 2 && a->threads >= 2 && pthread_create(&helper, NULL, run_direction, &jobs[1]) == 0;
@@ -401,7 +458,6 @@ int ortq_run(const OrtqArgs *a) {
         if (threaded) pthread_join(helper, NULL);
         else run_direction(&jobs[1]);
     }
-    free(xq);
     for (int d = 0; d < a->D; d++)
         if (jobs[d].status != 0) return -1;
     return 0;

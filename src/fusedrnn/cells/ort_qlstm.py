@@ -13,6 +13,9 @@ Per direction (``deep_cpu_lstm`` / ``uni_directional_lstm`` with uint8 weights, 
   (:func:`mlas_logistic`, :func:`mlas_tanh`: rational approximations evaluated with FMAs, as the AVX2/FMA3 kernels
   onnxruntime selects on x86-64); ``c = c * f + i * g``; ``h = h(c) * o``; every operation rounded to float32.
 
+A row of length 0 in a node without Y: onnxruntime then feeds the row's part of an output buffer it never wrote
+into the quantized block (whatever memory held); fusedrnn feeds the row's initial h.
+
 ``intra_op_threads`` > 1 reproduces a multi-threaded session: onnxruntime then splits the batch into
 ``ceil(B / threads)``-row blocks (when B > 4, or B >= 2 and H <= 256) and quantizes each block's h on its own.
 

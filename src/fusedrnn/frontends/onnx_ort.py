@@ -1,5 +1,9 @@
 """onnxruntime as the executor of a whole model's non-recurrent nodes; its recurrent nodes call back into fusedrnn.
 
+A model whose recurrent nodes are all in its top-level graph runs as onnxruntime segments around them
+(:mod:`fusedrnn.frontends.onnx_partition`, no Python op); the rewrite below serves the others (recurrent nodes in
+``If`` / ``Loop`` / ``Scan`` bodies) and is what the measurements below are of.
+
 :func:`fusedrnn.onnx.load` (``executor="onnxruntime"``, or ``"auto"`` when onnxruntime and onnxruntime-extensions
 import) rewrites a copy of the model: every recurrent node (``RECURRENT_OPS``, top level and inside ``If`` /
 ``Loop`` / ``Scan`` bodies) becomes a node ``ai.fusedrnn.ort::Recurrent<n>x<m>`` (n passed inputs, m outputs)

@@ -23,7 +23,7 @@ from .cells.activations import Activation, parse_activations
 from .cells.gru import gru_sequence
 from .cells.kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
 from .cells.lstm import lstm_sequence
-from .cells.ort_qlstm import QuantizedWeights, dynamic_quantize_lstm_sequence
+from .cells.ort_qlstm import QuantizedWeights, dynamic_quantize_lstm_sequence, immutable
 from .cells.recurrence import DIRECTIONS, direction_flags
 from .cells.rnn import rnn_sequence
 from .cells.rounding import EXACT, RoundingPolicy
@@ -292,8 +292,26 @@ def dequantized_weights(Wq, scale, zero_point, D: int, rows: int, name: str) -> 
     return ((Wq.astype(np.float64) - z) * s).transpose(0, 2, 1)
 
 
+_CHECKED: dict = {}
+
+
 def _quantized(Wq, scale, zero_point, D: int, H: int, name: str) -> QuantizedWeights:
-    """Checked [D, K, 4H] int8/uint8 weights with per-direction or per-column scales and zero points."""
+    """Checked [D, K, 4H] int8/uint8 weights with per-direction or per-column scales and zero points (checked
+    once for arrays nothing can change, such as a loaded model's initializers)."""
+    arrays = (Wq, scale, zero_point)
+    key = (tuple(id(a) for a in arrays), D, H, name)
+    hit = _CHECKED.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], arrays, strict=True)):
+        return hit[1]
+    checked = _checked_quantized(Wq, scale, zero_point, D, H, name)
+    if all(a is None or (isinstance(a, np.ndarray) and immutable(a)) for a in arrays):
+        if len(_CHECKED) >= 256:
+            _CHECKED.pop(next(iter(_CHECKED)))
+        _CHECKED[key] = (arrays, checked)
+    return checked
+
+
+def _checked_quantized(Wq, scale, zero_point, D: int, H: int, name: str) -> QuantizedWeights:
     Wq = np.asarray(Wq)
     if Wq.dtype not in (np.int8, np.uint8):
         raise DTypeError(f"{name}: expected int8 or uint8 quantized weights, got dtype {Wq.dtype}")

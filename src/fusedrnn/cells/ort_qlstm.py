@@ -293,7 +293,7 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return a.nbytes == b.nbytes and _LIBC.memcmp(a.ctypes.data, b.ctypes.data, a.nbytes) == 0
 
 
-def _immutable(a: np.ndarray) -> bool:
+def immutable(a: np.ndarray) -> bool:
     """Whether nothing can change ``a``'s values: read-only views down to a ``bytes`` object (what onnx's
     ``numpy_helper.to_array`` returns for a model's initializers)."""
     while isinstance(a, np.ndarray):
@@ -320,7 +320,7 @@ def _packed(lib, W: QuantizedWeights) -> tuple[np.ndarray, np.ndarray]:
                       colsum[d].ctypes.data)
     if len(_PACKED) >= _PACKED_MAX:
         _PACKED.pop(next(iter(_PACKED)))
-    _PACKED[key] = (q if _immutable(q) else q.copy(), packed, colsum)
+    _PACKED[key] = (q if immutable(q) else q.copy(), packed, colsum)
     return packed, colsum
 
 
@@ -341,40 +341,58 @@ def _activation_arrays(acts) -> dict:
     return hit
 
 
+_SETUPS: dict = {}
+
+
+def _weight_fields(lib, W: QuantizedWeights, R: QuantizedWeights, reverse, acts) -> tuple[dict, dict]:
+    """The kernel arguments that depend on the weights and attributes only, with the arrays they point into;
+    kept for weights that nothing can change (:func:`immutable`), remade on every call otherwise."""
+    acts_key = tuple((a.name, a.alpha, a.beta) for ad in acts for a in ad)
+    key = (id(W), id(R), tuple(reverse), acts_key)
+    hit = _SETUPS.get(key)
+    if hit is not None and hit[0] is W and hit[1] is R:
+        return hit[2], hit[3]
+    keep = {"wz": np.asarray(W.zero_point, np.int32), "rz": np.asarray(R.zero_point, np.int32),
+            "rev": np.asarray(reverse, np.int32), "ws": W.scale, "rs": R.scale, **_activation_arrays(acts)}
+    keep["w"], keep["wc"] = _packed(lib, W)
+    keep["r"], keep["rc"] = _packed(lib, R)
+    fields = {"w": _ptr(keep["w"]), "w_colsum": _ptr(keep["wc"]), "w_signed": int(W.signed),
+              "w_scale": _ptr(keep["ws"]), "w_scale_cols": keep["ws"].shape[1], "w_zp": _ptr(keep["wz"]),
+              "r": _ptr(keep["r"]), "r_colsum": _ptr(keep["rc"]), "r_signed": int(R.signed),
+              "r_scale": _ptr(keep["rs"]), "r_scale_cols": keep["rs"].shape[1], "r_zp": _ptr(keep["rz"]),
+              "reverse": _ptr(keep["rev"]), "acts": _ptr(keep["acts"]), "alphas": _ptr(keep["al"]),
+              "betas": _ptr(keep["be"])}
+    if all(immutable(a) for a in (W.q, W.scale, R.q, R.scale)):
+        if len(_SETUPS) >= _PACKED_MAX:
+            _SETUPS.pop(next(iter(_SETUPS)))
+        _SETUPS[key] = (W, R, keep, fields)
+    return keep, fields
+
+
 def _compiled_run(lib, x, lens, W, R, bias, h0, c0, P, reverse, acts, clip, input_forget, want_y, threads):
     T, Bn, I = x.shape
     D, H = len(reverse), R.q.shape[1]
     blocks = _blocks(Bn, H, threads)
-    Y = np.zeros((T, D, Bn, H), F32)
-    Yh = np.zeros((D, Bn, H), F32)
-    Yc = np.zeros((D, Bn, H), F32)
-    keep = {
-        "x": np.ascontiguousarray(x, F32), "lens": np.ascontiguousarray(lens, np.int32),
-        "ws": W.scale,
-        "wz": np.asarray(W.zero_point, np.int32),
-        "rs": R.scale, "rz": np.asarray(R.zero_point, np.int32),
-        "bias": None if bias is None else np.ascontiguousarray(bias, F32),
-        "h0": np.ascontiguousarray(h0, F32), "c0": np.ascontiguousarray(c0, F32),
-        "P": None if P is None else np.ascontiguousarray(P, F32),
-        "rev": np.asarray(reverse, np.int32),
-        **_activation_arrays(acts),
-    }
-    keep["w"], keep["wc"] = _packed(lib, W)
-    keep["r"], keep["rc"] = _packed(lib, R)
-    args = _Args(T, Bn, I, H, D, _ptr(keep["x"]), _ptr(keep["lens"]),
-                 _ptr(keep["w"]), _ptr(keep["wc"]), int(W.signed), _ptr(keep["ws"]), keep["ws"].shape[1],
-                 _ptr(keep["wz"]),
-                 _ptr(keep["r"]), _ptr(keep["rc"]), int(R.signed), _ptr(keep["rs"]), keep["rs"].shape[1],
-                 _ptr(keep["rz"]),
-                 _ptr(keep["bias"]), _ptr(keep["h0"]), _ptr(keep["c0"]), _ptr(keep["P"]),
-                 _ptr(keep["rev"]), _ptr(keep["acts"]), _ptr(keep["al"]), _ptr(keep["be"]),
-                 F32(np.finfo(F32).max if clip is None else clip), int(input_forget), int(want_y),
-                 blocks[0][1] - blocks[0][0], _THREADS,
-                 _ptr(Y), _ptr(Yh), _ptr(Yc))
+    n_y, n_s = T * D * Bn * H, D * Bn * H
+    out = np.zeros(n_y + 2 * n_s, F32)  # Y, Y_h, Y_c in one buffer
+    keep, fields = _weight_fields(lib, W, R, reverse, acts)
+    x = np.ascontiguousarray(x, F32)
+    lens = np.ascontiguousarray(lens, np.int32)
+    h0 = np.ascontiguousarray(h0, F32)
+    c0 = np.ascontiguousarray(c0, F32)
+    bias = None if bias is None else np.ascontiguousarray(bias, F32)
+    P = None if P is None else np.ascontiguousarray(P, F32)
+    y = _ptr(out)
+    args = _Args(T=T, B=Bn, I=I, H=H, D=D, x=_ptr(x), lens=_ptr(lens), bias=_ptr(bias), h0=_ptr(h0), c0=_ptr(c0),
+                 P=_ptr(P), clip=F32(np.finfo(F32).max if clip is None else clip), input_forget=int(input_forget),
+                 want_y=int(want_y), block_rows=blocks[0][1] - blocks[0][0], threads=_THREADS,
+                 Y=y, Yh=y + 4 * n_y, Yc=y + 4 * (n_y + n_s), **fields)
     status = lib.ortq_run(ctypes.byref(args))
+    del keep
     if status != 0:
         raise MemoryError(f"DynamicQuantizeLSTM kernel: could not allocate its buffers (status {status})")
-    return Y, Yh, Yc
+    return (out[:n_y].reshape(T, D, Bn, H), out[n_y:n_y + n_s].reshape(D, Bn, H),
+            out[n_y + n_s:].reshape(D, Bn, H))
 
 
 def dynamic_quantize_lstm_sequence(x: np.ndarray, lens: np.ndarray, W: QuantizedWeights, R: QuantizedWeights,
@@ -401,5 +419,5 @@ def dynamic_quantize_lstm_sequence(x: np.ndarray, lens: np.ndarray, W: Quantized
     return _numpy_run(*args)
 
 
-__all__ = ["ACTIVATION_CODES", "QuantizedWeights", "dynamic_quantize_lstm_sequence", "mlas_logistic", "mlas_tanh",
-           "quantize_block"]
+__all__ = ["ACTIVATION_CODES", "QuantizedWeights", "dynamic_quantize_lstm_sequence", "immutable", "mlas_logistic",
+           "mlas_tanh", "quantize_block"]

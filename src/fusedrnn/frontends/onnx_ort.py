@@ -300,7 +300,10 @@ class OrtGraph:
         except Exception as exc:  # noqa: BLE001 -- onnxruntime's own error types
             raise UnsupportedFeatureError(f"model: onnxruntime cannot load it: {_first_line(exc)}") from exc
         # a model whose recurrent nodes are all top-level runs as onnxruntime segments around them instead
-        self.partition = partition(proto, set(overridable), _dtype_map(proto))
+        try:
+            self.partition = partition(proto, set(overridable), _dtype_map(proto))
+        except Exception:  # noqa: BLE001 -- whatever the cut trips on, the Python-op bridge still runs the model
+            self.partition = None
         self._lock = threading.Lock()
         self._node_function = None
         self._failure: BaseException | None = None

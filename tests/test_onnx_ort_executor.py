@@ -386,3 +386,49 @@ def test_quark_ops_are_declared_together():
 
     fonnx.load(ex.model_path(), executor="onnxruntime")
     assert onnx_ort._declared and quark_ops._declared
+
+
+def test_top_level_recurrent_nodes_run_between_onnxruntime_segments():
+    """A model whose recurrent nodes are all top-level runs as onnxruntime segments around them (no Python-op
+    bridge): two stacked LSTMs and a GRU, a value computed before the first node read after the last, an
+    initializer used by a segment and a node; the outputs equal the reference route's and a model with nodes in
+    If / Loop / Scan bodies keeps the bridge."""
+    rng = np.random.default_rng(21)
+    T, B, I, H = 6, 3, 4, 5
+
+    def weights(name, gates, k):
+        return [numpy_helper.from_array(rng.uniform(-0.5, 0.5, (1, gates * H, k)).astype(np.float32), f"W{name}"),
+                numpy_helper.from_array(rng.uniform(-0.5, 0.5, (1, gates * H, H)).astype(np.float32), f"R{name}")]
+
+    inits = [*weights("a", 4, I), *weights("b", 4, H), *weights("c", 3, H),
+             numpy_helper.from_array(np.array([T, B, H], np.int64), "shape"),
+             numpy_helper.from_array(np.float32(0.5), "half")]
+    nodes = [helper.make_node("Mul", ["X", "half"], ["Xs"]),
+             helper.make_node("ReduceMean", ["X"], ["xm"], axes=[2], keepdims=1),  # read after the last node
+             helper.make_node("LSTM", ["Xs", "Wa", "Ra"], ["Ya", "Ha"], hidden_size=H),
+             helper.make_node("Reshape", ["Ya", "shape"], ["Xb"]),
+             helper.make_node("LSTM", ["Xb", "Wb", "Rb", "", "", "Ha"], ["Yb"], hidden_size=H),
+             helper.make_node("Reshape", ["Yb", "shape"], ["Xc"]),
+             helper.make_node("Mul", ["Xc", "half"], ["Xc2"]),
+             helper.make_node("GRU", ["Xc2", "Wc", "Rc"], ["", "Hc"], hidden_size=H),
+             helper.make_node("Mul", ["Hc", "half"], ["out"]),
+             helper.make_node("Add", ["xm", "half"], ["xm2"])]
+    model = make_model(nodes, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, B, I])],
+                       [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("out", "xm2", "Ya")],
+                       inits)
+    feeds = {"X": rng.uniform(-1, 1, (T, B, I)).astype(np.float32)}
+    m = fonnx.load(model, executor="onnxruntime")
+    stages = m._ort_graph().partition.stages
+    kinds = [getattr(getattr(s, "node", None), "op_type", "segment") for s in stages]
+    assert kinds == ["segment", "LSTM", "segment", "LSTM", "segment", "GRU", "segment"]
+    exact = ("out", "Ya")  # xm2 is ReduceMean's alone, which onnxruntime and onnx.reference round differently
+
+    def recurrent(outs):
+        return {k: outs[k] for k in exact}
+
+    got, ref = both(model, feeds)
+    assert_same(recurrent(got), recurrent(ref))
+    assert_close(got, ort_run(model, feeds), atol=2e-6)
+    assert_same(recurrent(m.to("fp16").run(feeds)),
+                recurrent(fonnx.load(model, executor="reference").to("fp16").run(feeds)))
+    assert fonnx.load(control_flow_model(rng, 4, 2, 3, 5), executor="onnxruntime")._ort_graph().partition is None

@@ -130,12 +130,10 @@ def test_silero_vad_whole_sequence(wheels):
 
 
 def test_ddddocr_dynamic_quantize_lstm(wheels):
-    """The quantized CRNN: the DynamicQuantizeLSTM node on onnxruntime's own inputs, and the decoded text.
-
-    Bit-level agreement is not possible here: onnxruntime computes h in float32 with MLAS's approximate
-    logistic/tanh before re-quantizing it to uint8 every step, so a value within ~1e-7 of a rounding boundary
-    can land in the neighbouring uint8 code (about one element in 10^4 on this model); that perturbs the later
-    steps by up to ~2e-3. The decoded characters (argmax per frame) must agree."""
+    """The quantized CRNN: the DynamicQuantizeLSTM node on onnxruntime's own inputs agrees with onnxruntime's
+    output to float32 rounding (fusedrnn computes h in float32 with MLAS's logistic/tanh before re-quantizing it
+    to uint8 every step, as onnxruntime does, so no uint8 code lands on the other side of a rounding boundary),
+    and the whole model decodes the same text."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -160,7 +158,7 @@ def test_ddddocr_dynamic_quantize_lstm(wheels):
     y = dynamic_quantize_lstm(outs[node.input[0]], *w, None, outs[node.input[5]], outs[node.input[6]], None, *q,
                               hidden_size=512, direction="bidirectional")[0]
     assert y.shape == outs[node.output[0]].shape
-    assert np.max(np.abs(y - outs[node.output[0]])) < 5e-3
+    assert np.max(np.abs(y - outs[node.output[0]])) < 1e-5
     logits = model.run({"input1": image})[proto.graph.output[0].name]
     ref = outs[proto.graph.output[0].name]
     np.testing.assert_array_equal(logits.argmax(-1), ref.argmax(-1))

@@ -23,6 +23,7 @@ from .cells.activations import Activation, parse_activations
 from .cells.gru import gru_sequence
 from .cells.kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
 from .cells.lstm import lstm_sequence
+from .cells.ort_qlstm import QuantizedWeights, dynamic_quantize_lstm_sequence, immutable
 from .cells.recurrence import DIRECTIONS, direction_flags
 from .cells.rnn import rnn_sequence
 from .cells.rounding import EXACT, RoundingPolicy
@@ -291,46 +292,126 @@ def dequantized_weights(Wq, scale, zero_point, D: int, rows: int, name: str) -> 
     return ((Wq.astype(np.float64) - z) * s).transpose(0, 2, 1)
 
 
+_CHECKED: dict = {}
+
+
+def _quantized(Wq, scale, zero_point, D: int, H: int, name: str) -> QuantizedWeights:
+    """Checked [D, K, 4H] int8/uint8 weights with per-direction or per-column scales and zero points (checked
+    once for arrays nothing can change, such as a loaded model's initializers)."""
+    arrays = (Wq, scale, zero_point)
+    key = (tuple(id(a) for a in arrays), D, H, name)
+    hit = _CHECKED.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], arrays, strict=True)):
+        return hit[1]
+    checked = _checked_quantized(Wq, scale, zero_point, D, H, name)
+    if all(a is None or (isinstance(a, np.ndarray) and immutable(a)) for a in arrays):
+        if len(_CHECKED) >= 256:
+            _CHECKED.pop(next(iter(_CHECKED)))
+        _CHECKED[key] = (arrays, checked)
+    return checked
+
+
+def _checked_quantized(Wq, scale, zero_point, D: int, H: int, name: str) -> QuantizedWeights:
+    Wq = np.asarray(Wq)
+    if Wq.dtype not in (np.int8, np.uint8):
+        raise DTypeError(f"{name}: expected int8 or uint8 quantized weights, got dtype {Wq.dtype}")
+    kind = "input_size" if name == "W" else "hidden_size"
+    check_rank(Wq, 3, name, f"[num_directions, {kind}, 4*hidden_size]")
+    check_shape(Wq, (D, Wq.shape[1], 4 * H), name, f"[num_directions, K, {4 * H}] (transposed: K rows, 4H columns)")
+    s = None if scale is None else np.asarray(scale, dtype=np.float32)
+    if s is None or s.shape not in ((D,), (D, 4 * H)):
+        raise ShapeError(f"{name}_scale: expected shape ({D},) or ({D}, {4 * H}), got {None if s is None else s.shape}")
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise AttributeValueError(f"{name}_scale: expected finite positive scales, got {s.ravel()[:8].tolist()}")
+    z = np.zeros(s.shape, Wq.dtype) if zero_point is None else np.asarray(zero_point)
+    if zero_point is not None and (z.dtype != Wq.dtype or z.shape != s.shape):
+        raise DTypeError(f"{name}_zero_point: expected {Wq.dtype} of shape {s.shape} (like {name} and its scale), "
+                         f"got {z.dtype} of shape {z.shape}")
+    per_column = z.ndim == 2
+    z = z.reshape(D, -1)
+    # onnxruntime checks per-column zero points only: int8 ones must be 0, uint8 ones one value (its first)
+    if per_column and Wq.dtype == np.int8 and np.any(z != 0):
+        raise AttributeValueError(f"{name}_zero_point: per-column zero points of int8 weights must be 0 (as "
+                                  f"onnxruntime requires), got {z.ravel()[:8].tolist()}")
+    if per_column and np.any(z != z.flat[0]):
+        raise AttributeValueError(f"{name}_zero_point: per-column zero points of uint8 weights must all be equal (as "
+                                  f"onnxruntime requires), got {z.ravel()[:8].tolist()}")
+    return QuantizedWeights(np.ascontiguousarray(Wq), np.ascontiguousarray(s.reshape(D, -1)),
+                            tuple(int(v) for v in z[:, 0]))
+
+
 def dynamic_quantize_lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None,
-                          W_scale=None, W_zero_point=None, R_scale=None, R_zero_point=None, **attributes):
-    """onnxruntime's ``com.microsoft::DynamicQuantizeLSTM`` (what ``quantize_dynamic`` makes of an LSTM).
+                          W_scale=None, W_zero_point=None, R_scale=None, R_zero_point=None, *, has_y: bool = True,
+                          intra_op_threads: int = 1, **attributes):
+    """onnxruntime's ``com.microsoft::DynamicQuantizeLSTM`` (what ``quantize_dynamic`` makes of an LSTM), as its
+    CPU kernel computes it (:mod:`fusedrnn.cells.ort_qlstm`: float32 arithmetic, MLAS's activations, exact
+    integer products). Returns ``(Y, Y_h, Y_c)`` like :func:`lstm` (float32).
 
     W [D, I, 4H] and R [D, H, 4H] are int8/uint8 and *transposed* relative to ONNX LSTM (gate order still
-    i, o, f, c); scales and zero points are per direction [D] or per column [D, 4H]. X (float32) is quantized
-    once to uint8 over the whole [T*B, I] matrix, and every step's hidden state is re-quantized to uint8 over
-    the batch block [B, H] (onnxruntime single-threaded; with several intra-op threads onnxruntime quantizes
-    per thread block, so its output then depends on the thread count). Integer products are exact; the rest
-    is the float LSTM (computed in float64, returned as float32). Attributes as :func:`lstm` without
-    ``layout``. With ``sequence_lens``, finished rows leave the block whose range quantizes h.
+    i, o, f, c); scales and zero points are per direction [D] or per column [D, 4H] (per-column zero points: 0 for
+    int8, one value for uint8, as onnxruntime requires). X (float32) is quantized once to uint8 over its
+    first max(sequence_lens) steps, and every step's hidden state of all B rows is re-quantized to uint8 as one
+    block. A direction's zero point is its first value (onnxruntime takes no other). ``has_y``: whether the node has
+    a Y output: onnxruntime feeds a finished row's last h back into the
+    block (Y omitted) or zeros (Y present). ``intra_op_threads``: the onnxruntime session's thread count (with
+    B > 4, or B >= 2 and H <= 256, onnxruntime quantizes h per block of ceil(B / threads) rows). Attributes as
+    :func:`lstm` without ``layout`` and the fusedrnn options.
     """
     if "layout" in attributes:
         raise AttributeValueError("layout: DynamicQuantizeLSTM has no layout attribute")
+    allowed = {k for k in ONNX_ATTRIBUTES["lstm"] if k != "layout"}
+    unknown = sorted(set(attributes) - allowed)
+    if unknown:
+        raise AttributeValueError(f"{', '.join(unknown)}: unknown attribute(s) of DynamicQuantizeLSTM; expected a "
+                                  f"subset of {sorted(allowed)}")
+    attrs = {**ONNX_ATTRIBUTES["lstm"], **attributes}
     X = as_float_array(X, "X")
     if X.dtype != np.float32:
         raise DTypeError(f"X: DynamicQuantizeLSTM takes float32 input, got {X.dtype}")
     check_rank(X, 3, "X", "[seq_length, batch_size, input_size]")
-    direction = choice(attributes.get("direction", "forward"), DIRECTIONS, "direction")
-    D = len(direction_flags(direction))
+    T, Bn, I = X.shape
+    if T == 0 or Bn == 0 or I == 0:
+        raise ShapeError(f"X: expected non-empty seq_length, batch_size and input_size, got shape {X.shape}")
+    reverse = direction_flags(choice(attrs["direction"], DIRECTIONS, "direction"))
+    D = len(reverse)
     Rq = np.asarray(R)
     check_rank(Rq, 3, "R", "[num_directions, hidden_size, 4*hidden_size]")
     H = Rq.shape[1]
-    Wf = dequantized_weights(W, W_scale, W_zero_point, D, 4 * H, "W")
-    Rf = dequantized_weights(R, R_scale, R_zero_point, D, 4 * H, "R")
-    xi, sx = ort_dynamic_uint8(X)
+    if attrs["hidden_size"] is not None:
+        H = positive_int(attrs["hidden_size"], "hidden_size")
+    if H == 0:
+        raise ShapeError(f"R: expected hidden_size >= 1, got shape {Rq.shape}")
+    Wqw = _quantized(W, W_scale, W_zero_point, D, H, "W")
+    Rqw = _quantized(R, R_scale, R_zero_point, D, H, "R")
+    check_shape(Wqw.q, (D, I, 4 * H), "W", "[num_directions, input_size, 4*hidden_size]")
+    check_shape(Rqw.q, (D, H, 4 * H), "R", "[num_directions, hidden_size, 4*hidden_size]")
 
-    def h_feed(hp: np.ndarray) -> np.ndarray:
-        out = np.empty(hp.shape)
-        for d in range(hp.shape[0]):
-            q, s = ort_dynamic_uint8(hp[d])
-            np.multiply(q, np.float64(s), out=out[d])
-        return out
+    def state(a, name):
+        if a is None:
+            return np.zeros((D, Bn, H), np.float32)
+        a = as_float_array(a, name)
+        check_shape(a, (D, Bn, H), name, "[num_directions, batch_size, hidden_size]")
+        return np.ascontiguousarray(a, dtype=np.float32)
 
-    arrays, options, attrs, _ = _prepare("lstm", xi * np.float64(sx), Wf, Rf, B, sequence_lens, initial_h,
-                                         initial_c, P, {**attributes, "dtype": np.float64})
-    coupling = "input_forget" if flag(attrs["input_forget"], "input_forget") else None
-    out = lstm_sequence(arrays["x"], arrays["W"], arrays["R"], arrays["b_x"], arrays["b_h"], arrays["h0"],
-                        arrays["c0"], P=arrays.get("P"), coupling=coupling, h_feed=h_feed, **options)
-    return tuple(np.asarray(o, dtype=np.float32) for o in out)
+    bias = None
+    if B is not None:
+        B = as_float_array(B, "B")
+        check_shape(B, (D, 8 * H), "B", "[num_directions, 8*hidden_size]")
+        B = B.astype(np.float32, copy=False)
+        bias = B[:, : 4 * H] + B[:, 4 * H :]  # Wb + Rb, rounded to float32 once
+    if P is not None:
+        P = as_float_array(P, "P")
+        check_shape(P, (D, 3 * H), "P", "[num_directions, 3*hidden_size] (order i, o, f)")
+        P = np.ascontiguousarray(P, dtype=np.float32).reshape(D, 3, H)
+    threads = positive_int(intra_op_threads, "intra_op_threads")
+    lens = sequence_lengths(sequence_lens, T, Bn)
+    out = dynamic_quantize_lstm_sequence(
+        X, np.full(Bn, T, np.int64) if lens is None else lens, Wqw, Rqw, bias, state(initial_h, "initial_h"),
+        state(initial_c, "initial_c"), P, reverse=reverse,
+        acts=onnx_activations("lstm", attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], D),
+        clip=optional_positive_float(attrs["clip"], "clip"), input_forget=flag(attrs["input_forget"], "input_forget"),
+        want_y=bool(has_y), intra_op_threads=threads)
+    return tuple(np.ascontiguousarray(o) for o in out)
 
 
 __all__ = ["lstm", "gru", "rnn", "dynamic_quantize_lstm"]

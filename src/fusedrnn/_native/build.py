@@ -65,8 +65,10 @@ LIBRARIES: dict[str, NativeLibrary] = {lib.name: lib for lib in (
     # float32 tanhf must not be fused into FMAs; int64 wraps around as in NumPy
     NativeLibrary("quark", "targets/quark/_kernel.c", (), "quark_abi_version",
                   ("-ffp-contract=off", "-fwrapv", "-fno-fast-math", "-fno-trapping-math")),
+    # onnxruntime's DynamicQuantizeLSTM: float32 operations rounded one by one, FMAs only where MLAS has them
+    NativeLibrary("ortq", "cells/compiled/_ortq.c", (), "ortq_abi_version", ("-ffp-contract=off",)),
 )}
-"""The five C libraries, by the name the loader and the manifest use."""
+"""The six C libraries, by the name the loader and the manifest use."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from .. import ops
 from ..errors import FusedRNNError, UnsupportedFeatureError
 from ..layers import GRU, LSTM, RNN
 from ..targets import Target
+from .onnx_load import UNUSED_OUTPUT
 from .onnx_node import layer_from_onnx
 from .onnx_ops import (
     float_attributes,
@@ -99,7 +100,7 @@ def node_function(target: Target | None, emulations: dict | None = None, recorde
             elif op.as_float_inputs is None:
                 outputs = op.run(*inputs, **node_attributes(attributes, R), **options)
             elif target is None:  # a quantized operator in native precision runs its own arithmetic
-                outputs = op.run(*inputs, **node_attributes(attributes, None))
+                outputs = op.run(*inputs, **node_attributes(attributes, None), **_own_options(node, op))
             else:  # on a float target: its float form (dequantized weights) in the target's arithmetic
                 outputs = getattr(ops, op.cell)(*floats, **node_attributes(float_attrs, R), **options)
         except FusedRNNError as exc:
@@ -112,6 +113,14 @@ def node_function(target: Target | None, emulations: dict | None = None, recorde
         return result
 
     return run_node
+
+
+def _own_options(node, op) -> dict:
+    """Keywords of a quantized operator's own arithmetic that depend on the node: DynamicQuantizeLSTM computes
+    differently when its Y output is omitted (onnxruntime then feeds a finished row's last h back)."""
+    if op.op_type != "DynamicQuantizeLSTM":
+        return {}
+    return {"has_y": not node.output[0].startswith(UNUSED_OUTPUT.format(""))}
 
 
 def run_emulated(node, emulations: dict, X, W, R, optional, attrs) -> tuple:
@@ -138,7 +147,7 @@ def run_emulated(node, emulations: dict, X, W, R, optional, attrs) -> tuple:
         h0 = None if h0 is None else np.swapaxes(h0, 0, 1)
         c0 = None if c0 is None else np.swapaxes(c0, 0, 1)
     layer = emu.layer
-    if node.op_type == "LSTM":
+    if recurrent_op(node).cell == "lstm":  # LSTM and its quantized forms (DynamicQuantizeLSTM, ExtendedLSTM)
         state = None if h0 is None and c0 is None else (h0, c0)
         y, (h, c) = layer(X, state, lens)
         states = [h, c]

@@ -1,7 +1,9 @@
 """What runs a model's non-recurrent nodes: onnxruntime or onnx's reference evaluator.
 
-* ``"onnxruntime"``: onnxruntime, with the recurrent nodes rewritten into onnxruntime-extensions Python ops that
-  call back into the node function (:mod:`fusedrnn.frontends.onnx_ort`, which holds the measurements);
+* ``"onnxruntime"``: onnxruntime, run as segments around the recurrent nodes when they are all top-level
+  (:mod:`fusedrnn.frontends.onnx_partition`), otherwise with the recurrent nodes rewritten into
+  onnxruntime-extensions Python ops that call back into the node function (:mod:`fusedrnn.frontends.onnx_ort`,
+  which holds the measurements);
 * ``"reference"``: onnx's :class:`onnx.reference.ReferenceEvaluator`, the recurrent nodes as ``new_ops``
   classes calling the node function;
 * ``"auto"`` (default): onnxruntime when onnxruntime and onnxruntime-extensions import and the model loads in
@@ -9,8 +11,9 @@
   CRNN matches plain onnxruntime bit for bit, against 8.7e-2 on the reference route, whose quantized conv stack
   computes differently), is about 8x faster on conv-heavy and streaming models, and runs ``Loop`` nodes
   without a ``cond`` input (onnx 1.23's reference Loop reads it as false and skips the body). The
-  reference route stays for environments without onnxruntime-extensions and is up to ~1.5x faster on small
-  models whose recurrent outputs are large (the Python-op bridge copies outputs as Python lists).
+  reference route stays for environments without onnxruntime-extensions; where the Python-op bridge runs, it can
+  be up to ~1.5x faster on small models whose recurrent outputs are large (the bridge copies outputs as Python
+  lists).
 
 On the reference route, an error of the evaluator's own operators on the model's values is an
 :class:`~fusedrnn.errors.InputError` (as onnxruntime's are on the onnxruntime route) and one while building the

@@ -1,5 +1,9 @@
 """onnxruntime as the executor of a whole model's non-recurrent nodes; its recurrent nodes call back into fusedrnn.
 
+A model whose recurrent nodes are all in its top-level graph runs as onnxruntime segments around them
+(:mod:`fusedrnn.frontends.onnx_partition`, no Python op); the rewrite below serves the others (recurrent nodes in
+``If`` / ``Loop`` / ``Scan`` bodies) and is what the measurements below are of.
+
 :func:`fusedrnn.onnx.load` (``executor="onnxruntime"``, or ``"auto"`` when onnxruntime and onnxruntime-extensions
 import) rewrites a copy of the model: every recurrent node (``RECURRENT_OPS``, top level and inside ``If`` /
 ``Loop`` / ``Scan`` bodies) becomes a node ``ai.fusedrnn.ort::Recurrent<n>x<m>`` (n passed inputs, m outputs)
@@ -64,6 +68,7 @@ from ..errors import InputError, UnsupportedFeatureError
 from ..targets.quark import ort_extensions as quark_ops
 from ..targets.quark.onnx_op import OPS as QUARK_OPS
 from .onnx_ops import node_label, proto_attributes, recurrent_op, subgraphs
+from .onnx_partition import partition
 
 DOMAIN = "ai.fusedrnn.ort"
 MAX_INPUTS = 12   # DynamicQuantizeLSTM has 12 inputs
@@ -294,6 +299,11 @@ class OrtGraph:
                                                 providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 -- onnxruntime's own error types
             raise UnsupportedFeatureError(f"model: onnxruntime cannot load it: {_first_line(exc)}") from exc
+        # a model whose recurrent nodes are all top-level runs as onnxruntime segments around them instead
+        try:
+            self.partition = partition(proto, set(overridable), _dtype_map(proto))
+        except Exception:  # noqa: BLE001 -- whatever the cut trips on, the Python-op bridge still runs the model
+            self.partition = None
         self._lock = threading.Lock()
         self._node_function = None
         self._failure: BaseException | None = None
@@ -322,6 +332,8 @@ class OrtGraph:
     def run(self, node_function, names: list[str], feeds: dict) -> list[np.ndarray]:
         """onnxruntime's outputs ``names`` for ``feeds``, recurrent nodes computed by ``node_function``; an
         exception raised by it is re-raised here."""
+        if self.partition is not None:
+            return self.partition.run(node_function, names, feeds)
         with self._lock:
             self._node_function, self._failure = node_function, None
             try:

@@ -1,0 +1,159 @@
+"""onnxruntime around the recurrent nodes: the model's graph cut at its top-level recurrent nodes into segments of
+other nodes, each an onnxruntime session of its own, run in order with the recurrent nodes called in between.
+
+The Python-op bridge (:mod:`fusedrnn.frontends.onnx_ort`) sends every recurrent node's inputs through ``Cast`` to
+float64 and its outputs back as Python lists (about 70 ns a value), and its session has to leave spinning off so
+that onnxruntime's idle workers do not take the cores from the node; a model whose recurrent nodes are all in the
+top-level graph is run here instead: values cross between segments as the arrays onnxruntime returns, the
+recurrent nodes get them in their own element types, and each segment's session has onnxruntime's default
+options. Measured (``python -m benchmarks.bench_models``) this removed most of the executor's cost over plain
+onnxruntime; the numbers are in the README's performance section.
+
+:func:`partition` returns None (the bridge then runs the model) when a recurrent node sits inside an ``If`` /
+``Loop`` / ``Scan`` body, when the model has initializers a caller may override (graph inputs of the same name),
+or when the element type of a value crossing a cut cannot be inferred. Segments are the nodes between two
+recurrent nodes in the graph's (topological) order; a segment's inputs are the values it reads that earlier
+stages or the caller produce (outer-scope names its subgraphs read included), its outputs those that later stages
+or the graph's outputs read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..errors import InputError
+from .onnx_ops import proto_attributes, recurrent_op, subgraphs
+
+
+@dataclass
+class _Segment:
+    session: object
+    inputs: list
+    outputs: list
+
+
+@dataclass
+class _Recurrent:
+    node: object
+    attributes: dict
+    slots: list           # per ONNX input slot: None, ("const", array) or ("value", name)
+
+
+def _reads(node) -> set:
+    """The names ``node`` reads: its inputs and the names its subgraphs read from outside themselves."""
+    out = {n for n in node.input if n}
+    for g in subgraphs(node):
+        out |= _outer_reads(g)
+    return out
+
+
+def _outer_reads(graph) -> set:
+    inner = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    reads: set = set()
+    for node in graph.node:
+        reads |= _reads(node) - inner
+        inner.update(node.output)
+    reads |= {o.name for o in graph.output} - inner
+    return reads
+
+
+def _nested(graph) -> bool:
+    """Whether a recurrent node sits inside a subgraph of ``graph``'s nodes (at any depth)."""
+    def inside(g) -> bool:
+        return any(recurrent_op(n) is not None or any(inside(s) for s in subgraphs(n)) for n in g.node)
+    return any(inside(s) for n in graph.node for s in subgraphs(n))
+
+
+class Partition:
+    """The stages of a partitioned model; :meth:`run` as :meth:`fusedrnn.frontends.onnx_ort.OrtGraph.run`."""
+
+    def __init__(self, stages: list):
+        self.stages = stages
+
+    def run(self, node_function, names: list[str], feeds: dict) -> list[np.ndarray]:
+        env = dict(feeds)
+        for stage in self.stages:
+            if isinstance(stage, _Segment):
+                try:
+                    values = stage.session.run(stage.outputs, {n: env[n] for n in stage.inputs})
+                except Exception as exc:  # noqa: BLE001 -- onnxruntime's own error types
+                    text = str(exc).strip()
+                    raise InputError(f"feeds: onnxruntime could not run the model on them: "
+                                     f"{text.splitlines()[0] if text else type(exc).__name__}") from exc
+                env.update(zip(stage.outputs, values, strict=True))
+            else:
+                inputs = [None if s is None else s[1] if s[0] == "const" else env[s[1]] for s in stage.slots]
+                outputs = node_function(stage.node, inputs, stage.attributes)
+                env.update(zip(stage.node.output, outputs, strict=False))
+        return [env[n] for n in names]
+
+
+def partition(proto: onnx.ModelProto, overridable, dtypes: dict) -> Partition | None:
+    """The model cut at its recurrent nodes (see the module's docstring), or None where it cannot be."""
+    import onnxruntime as ort
+
+    graph = proto.graph
+    if overridable or _nested(graph) or not any(recurrent_op(n) is not None for n in graph.node):
+        return None
+    inits = {t.name: t for t in graph.initializer}
+    if any(o.name in inits for o in graph.output):
+        return None
+    groups: list = [[]]
+    for node in graph.node:
+        if recurrent_op(node) is not None:
+            groups += [node, []]
+        else:
+            groups[-1].append(node)
+    # what each stage reads, and which values later stages (or the graph's outputs) read
+    reads = [(set().union(*(_reads(n) for n in g)) if isinstance(g, list) else _reads(g)) for g in groups]
+    later: list = [set() for _ in groups]
+    wanted = {o.name for o in graph.output}
+    for k in range(len(groups) - 1, -1, -1):
+        later[k] = set(wanted)
+        wanted |= reads[k]
+    consts: dict = {}
+    stages = []
+    for k, g in enumerate(groups):
+        if isinstance(g, list):
+            produced = [o for n in g for o in n.output if o]
+            outputs = [o for o in dict.fromkeys(produced) if o in later[k]]
+            if not g or not outputs:
+                continue
+            needed = sorted(reads[k] - set(produced))
+            inputs = [n for n in needed if n not in inits]
+            if any(n not in dtypes for n in inputs + outputs):
+                return None
+            seg = helper.make_graph(
+                g, f"{graph.name}_segment{k}",
+                [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(dtypes[n]), None) for n in inputs],
+                [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(dtypes[n]), None) for n in outputs],
+                [inits[n] for n in needed if n in inits])
+            model = helper.make_model(seg, opset_imports=proto.opset_import, ir_version=proto.ir_version)
+            model.functions.extend(proto.functions)
+            so = ort.SessionOptions()
+            so.log_severity_level = 3
+            try:
+                session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            except Exception:  # noqa: BLE001 -- a segment onnxruntime refuses: the bridge runs the whole model
+                return None
+            stages.append(_Segment(session, inputs, outputs))
+        else:
+            slots = []
+            for name in g.input:
+                if name == "":
+                    slots.append(None)
+                elif name in inits:
+                    if name not in consts:
+                        consts[name] = numpy_helper.to_array(inits[name])
+                    slots.append(("const", consts[name]))
+                else:
+                    slots.append(("value", name))
+            stages.append(_Recurrent(g, proto_attributes(g), slots))
+    return Partition(stages)
+
+
+__all__ = ["Partition", "partition"]

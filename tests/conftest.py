@@ -6,8 +6,15 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
+
+# Property tests draw the same examples on every run (CI must not turn red on a seed it never saw before);
+# HYPOTHESIS_PROFILE=explore draws fresh ones.
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED = (PROJECT_ROOT / ".." / "shared").resolve()

@@ -337,7 +337,9 @@ def test_lstm_onnx_gate_order_equals_canonical(seed, dt):
     The kernel's reordering is exact: with x = 0 the two calls agree bit for bit. With random x they agree to
     float rounding only (relative to the outputs: seed 1987 differs by 2 ulps at |y| = 95), because the hoisted
     input projection is one BLAS GEMM whose result for a column can differ by an ulp with the column's position
-    in the output (OpenBLAS edge vs main micro-kernels)."""
+    in the output (OpenBLAS edge vs main micro-kernels); the recurrence carries such an ulp on, so float32
+    differences grow over the steps (seed 5180186: 3e-6 at step 9, |y| = 0.03). A wrong gate order differs by
+    O(|y|)."""
     from fusedrnn import conventions
 
     rng = np.random.default_rng(seed)

@@ -432,7 +432,6 @@ def tflite_model(path: Path) -> tuple[onnx.ModelProto, bool | None]:
     rec_index, batch_first = 0, None
     for node in tm.nodes:
         op = node.info
-        ins = [tensor_name(i) if i >= 0 else "" for i in op.inputs]
         if node.op is not None:
             layer = layer_from_tflite(None, tm, rec_index)
             rec_index += 1
@@ -444,9 +443,10 @@ def tflite_model(path: Path) -> tuple[onnx.ModelProto, bool | None]:
                     raise UnsupportedFeatureError(f"MODEL: op {op.index} ({op.name}) without merge_outputs")
                 layer.merge = "concat"
             batch_first = layer.batch_first if batch_first is None else batch_first
-            y, _ = g.recurrent(layer, ins[0], f"op{op.index}")
+            y, _ = g.recurrent(layer, tensor_name(op.inputs[0]), f"op{op.index}")
             names[op.outputs[0]] = y
             continue
+        ins = [tensor_name(i) if i >= 0 else "" for i in op.inputs]
         names.update(zip(op.outputs, _tflite_op(g, op, ins, info), strict=False))
     outputs = []
     for i in info.outputs:
@@ -467,14 +467,14 @@ def _tflite_op(g: GraphBuilder, op, ins: list[str], info) -> list[str]:
     if name == "REVERSE_V2":
         axes = [int(a) for a in np.atleast_1d(info.tensors[op.inputs[1]].data)]
         n = len(axes)
-        return [g.one("Slice", [ins[0], g.const(f"{base}_starts", np.full(n, -1, np.int64)),
-                                g.const(f"{base}_ends", np.full(n, _INT64_MIN, np.int64)),
-                                g.const(f"{base}_axes", np.array(axes, np.int64)),
-                                g.const(f"{base}_steps", np.full(n, -1, np.int64))], base)]
+        return [g.one("Slice", [ins[0], g.small(f"{base}_starts", np.full(n, -1, np.int64)),
+                                g.small(f"{base}_ends", np.full(n, _INT64_MIN, np.int64)),
+                                g.small(f"{base}_axes", np.array(axes, np.int64)),
+                                g.small(f"{base}_steps", np.full(n, -1, np.int64))], base)]
     if name == "CONCATENATION":
         y = g.one("Concat", ins, base, axis=int(o.get("axis", 0)))
     elif name == "PACK":
-        axis = g.const(f"{base}_axis", np.array([int(o.get("axis", 0))], np.int64))
+        axis = g.small(f"{base}_axis", np.array([int(o.get("axis", 0))], np.int64))
         y = g.one("Concat", [g.one("Unsqueeze", [x, axis], f"{base}_u{k}") for k, x in enumerate(ins)], base,
                   axis=int(o.get("axis", 0)))
         return [y]
@@ -487,7 +487,7 @@ def _tflite_op(g: GraphBuilder, op, ins: list[str], info) -> list[str]:
                                           f"weights")
         x = ins[0]
         if not o.get("keep_num_dims", False):
-            x = g.one("Reshape", [x, g.const(f"{base}_flat", np.array([-1, np.asarray(w).shape[1]], np.int64))],
+            x = g.one("Reshape", [x, g.small(f"{base}_flat", np.array([-1, np.asarray(w).shape[1]], np.int64))],
                       f"{base}_flat")
         y = g.one("MatMul", [x, g.const(f"{base}_kernel", np.asarray(w).T.copy())], f"{base}_matmul")
         if len(ins) > 2 and ins[2]:
@@ -505,12 +505,12 @@ def _tflite_op(g: GraphBuilder, op, ins: list[str], info) -> list[str]:
                 ends[d] = starts[d] + 1 if starts[d] != -1 else _INT64_MAX
         if o.get("ellipsis_mask", 0) or o.get("new_axis_mask", 0):
             raise UnsupportedFeatureError(f"MODEL: op {op.index} STRIDED_SLICE with ellipsis or new-axis masks")
-        y = g.one("Slice", [ins[0], g.const(f"{base}_starts", starts), g.const(f"{base}_ends", ends),
-                            g.const(f"{base}_axes", np.arange(n, dtype=np.int64)),
-                            g.const(f"{base}_steps", strides)], f"{base}_slice")
+        y = g.one("Slice", [ins[0], g.small(f"{base}_starts", starts), g.small(f"{base}_ends", ends),
+                            g.small(f"{base}_axes", np.arange(n, dtype=np.int64)),
+                            g.small(f"{base}_steps", strides)], f"{base}_slice")
         shrink = [d for d in range(n) if o.get("shrink_axis_mask", 0) >> d & 1]
         if shrink:
-            y = g.one("Squeeze", [y, g.const(f"{base}_shrink", np.array(shrink, np.int64))], base)
+            y = g.one("Squeeze", [y, g.small(f"{base}_shrink", np.array(shrink, np.int64))], base)
         return [y]
     else:
         raise UnsupportedFeatureError(f"MODEL: op {op.index} ({name}) has no ONNX translation in fusedrnn (it "

@@ -68,6 +68,13 @@ class GraphBuilder:
         self.inits.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
+    def small(self, base: str, value) -> str:
+        """A small constant (axes, shapes) as a Constant node, so that the initializers are the weights only."""
+        name = self.name(base)
+        self.nodes.append(helper.make_node("Constant", [], [name], name=self.name(f"{base}_node"),
+                                           value=numpy_helper.from_array(np.asarray(value), name)))
+        return name
+
     def node(self, op: str, inputs: Sequence[str], base: str, n_out: int = 1, **attrs) -> list[str]:
         outs = [self.name(f"{base}_{k}" if n_out > 1 else base) for k in range(n_out)]
         self.nodes.append(helper.make_node(op, list(inputs), outs, name=self.name(f"{base}_node"), **attrs))
@@ -80,9 +87,11 @@ class GraphBuilder:
         return self.one("Transpose", [x], base, perm=list(perm))
 
     def recurrent(self, layer: RecurrentLayer, x: str, prefix: str, *, sequence_lens: str = "",
-                  initial: Sequence[str] = ()) -> tuple[str, list[str]]:
+                  initial: Sequence[str] = (), weights: str | None = None) -> tuple[str, list[str]]:
         """The nodes of ``layer`` reading ``x`` (the layer's layout); returns (the merged output's name, the
-        final state names [D, B, H] each). ``initial``: names of time-major [D, B, H] initial states."""
+        final state names [D, B, H] each). ``initial``: names of time-major [D, B, H] initial states;
+        ``weights``: the initializers' name prefix (default ``prefix_``)."""
+        wp = f"{prefix}_" if weights is None else weights
         if layer.output_order == "processing":
             raise ConversionError(f"{prefix}: a reverse layer with output_order='processing' (Keras go_backwards) "
                                   f"has no ONNX node form; use fusedrnn.frontends.keras.time_ordered and flip y")
@@ -91,10 +100,10 @@ class GraphBuilder:
         attrs.pop("layout", None)
         xt = self.transpose(x, (1, 0, 2), f"{prefix}_x_time_major") if layer.batch_first else x
         dt = np.float64 if self.elem == TensorProto.DOUBLE else np.float32
-        ins = [xt, *(self.const(f"{prefix}_{k}", spec[k].astype(dt)) for k in ("W", "R", "B"))]
+        ins = [xt, *(self.const(f"{wp}{k}", spec[k].astype(dt)) for k in ("W", "R", "B"))]
         tail = [sequence_lens, *initial]
         if "P" in spec:
-            tail += [""] * (4 - len(tail)) + [self.const(f"{prefix}_P", spec["P"].astype(dt))]
+            tail += [""] * (3 - len(tail)) + [self.const(f"{wp}P", spec["P"].astype(dt))]
         while tail and not tail[-1]:
             tail.pop()
         n_out = 3 if layer.cell == "lstm" else 2
@@ -108,14 +117,14 @@ class GraphBuilder:
     def _merge(self, Y: str, layer: RecurrentLayer, prefix: str) -> str:
         D, merge = layer.num_directions, layer.merge
         if D == 1:
-            return self.one("Squeeze", [Y, self.const(f"{prefix}_axis", np.array([1], np.int64))], f"{prefix}_y1")
+            return self.one("Squeeze", [Y, self.small(f"{prefix}_axis", np.array([1], np.int64))], f"{prefix}_y1")
         if merge == "stack":
             return Y
         if merge == "concat":
             t = self.transpose(Y, (0, 2, 1, 3), f"{prefix}_Y_tbdh")
-            return self.one("Reshape", [t, self.const(f"{prefix}_shape", np.array([0, 0, -1], np.int64))],
+            return self.one("Reshape", [t, self.small(f"{prefix}_shape", np.array([0, 0, -1], np.int64))],
                             f"{prefix}_y_concat")
-        axis = self.const(f"{prefix}_axis", np.array([1], np.int64))
+        axis = self.small(f"{prefix}_axis", np.array([1], np.int64))
         if merge in ("sum", "ave"):
             return self.one("ReduceSum" if merge == "sum" else "ReduceMean", [Y, axis], f"{prefix}_y_{merge}",
                             keepdims=0)
@@ -200,19 +209,20 @@ def stack_model(stages, heads: Sequence[Dense] = (), *, state_inputs: bool = Fal
             initial: list[str] = []
             if state_inputs:
                 D = item.num_directions
-                lo = g.const(f"l{k}_rows_from", np.array([k * D], np.int64))
-                hi = g.const(f"l{k}_rows_to", np.array([k * D + D], np.int64))
+                lo = g.small(f"l{k}_rows_from", np.array([k * D], np.int64))
+                hi = g.small(f"l{k}_rows_to", np.array([k * D + D], np.int64))
                 initial = [g.one("Slice", [s, lo, hi], f"l{k}_{s}") for s in state_names]
                 if item.cell != "lstm":
                     initial = initial[:1]
-            y, states = g.recurrent(item, y, f"l{k}", sequence_lens=seq, initial=initial)
+            y, states = g.recurrent(item, y, f"l{k}", sequence_lens=seq, initial=initial,
+                                    weights="" if len(ls) == 1 else None)
             finals.append(states)
             rank = 4 if item.merge == "stack" and item.num_directions == 2 else 3
             k += 1
         elif isinstance(item, Dense):
             y = g.dense(item, y, f"dense{j}")
         elif isinstance(item, LastStep):
-            y = g.one("Gather", [y, g.const(f"last{j}", np.array(-1, np.int64))], f"last_step{j}",
+            y = g.one("Gather", [y, g.small(f"last{j}", np.array(-1, np.int64))], f"last_step{j}",
                       axis=1 if item.batch_first else 0)
             rank -= 1
         else:

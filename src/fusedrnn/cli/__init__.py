@@ -1,12 +1,12 @@
 """The ``fusedrnn`` command line: ``--version``, ``targets``, ``run``, ``compare``, ``export-vectors``, ``convert``
-and ``bench``."""
+and, in a source checkout (where the benchmark suites are), ``bench``."""
 
 from __future__ import annotations
 
 import click
 
 from .. import __version__
-from .bench_cmd import bench
+from .bench_cmd import bench, package_root
 from .convert_cmd import convert
 from .export_cmd import export_vectors
 from .run_cmd import compare, run
@@ -25,6 +25,7 @@ main.add_command(run)
 main.add_command(compare)
 main.add_command(export_vectors)
 main.add_command(convert)
-main.add_command(bench)
+if package_root() is not None:  # the suites ship with the source, not with the wheel
+    main.add_command(bench)
 
 __all__ = ["main"]

@@ -7,8 +7,9 @@ Sources (by file suffix):
   ``weight_ih_l0`` ... keys: gate count = rows of ``weight_hh_l0`` / its columns (or 4 with ``weight_hr_l0``),
   ``num_layers`` and ``_reverse`` from the keys; ``--node PREFIX`` picks one module of a larger model's state dict)
   or a saved ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` (only these classes are allowed to unpickle);
-* ``.keras``: a Keras 3 model (``KERAS_BACKEND`` torch by default) with one ``LSTM`` / ``GRU`` / ``SimpleRNN`` /
-  ``Bidirectional`` layer (``--node NAME`` picks one);
+* ``.keras`` / ``.h5``: a Keras 3 model (on the user's ``KERAS_BACKEND``) with ``LSTM`` / ``GRU`` / ``SimpleRNN``
+  / ``Bidirectional`` layers (``--node NAME`` picks one; several make a stack);
+* ``.pt2`` / TorchScript: the recurrent modules' weights of a ``torch.export`` program or a scripted module;
 * ``.tflite``: the recurrent op of a LiteRT model (``--node INDEX`` picks the op), weights dequantized.
 
 Formats: ``onnx`` (a single-node model), ``torch`` (a state dict .pt), ``keras`` (a .keras model), ``quark``

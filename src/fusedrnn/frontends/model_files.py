@@ -124,8 +124,9 @@ def _need(fmt: str):
             return keras
         import torch
         return torch
-    except ImportError:
-        raise MissingExtraError(f"MODEL: reading {fmt} files needs {module}; install it with "
+    except ImportError as exc:
+        backend = " and a backend chosen with KERAS_BACKEND (torch, jax or tensorflow)" if module == "keras" else ""
+        raise MissingExtraError(f"MODEL: reading {fmt} files needs {module}{backend} ({exc}); install it with "
                                 f"pip install 'fusedrnn[{extra}]'") from None
 
 

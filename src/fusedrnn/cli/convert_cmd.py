@@ -57,6 +57,8 @@ from . import options as options_mod
 from . import render
 from .common import CLIError, delayed_progress
 from .feeds import display_name
+from .models import open_model
+from .options import ModelOptions
 from .staging import staged_files
 
 FILE_FORMATS = {"onnx": ".onnx", "torch": ".pt", "keras": ".keras", "quark": ".onnx", "zdnn": ".h",
@@ -115,13 +117,18 @@ def _with_layout(layer, batch_first: bool):
 
 
 def _stack(found: dict, what: str, source: str):
-    """The Stack of the recurrent layers ``found`` ({name: layer}, in the model's order); two-direction layers
-    that feed another are concatenated (as PyTorch, Keras and the exporters' Transpose + Reshape do)."""
+    """The Stack of the recurrent layers ``found`` ({name: layer}, in the model's order); the two directions of
+    every layer are concatenated (as PyTorch, Keras and the exporters' Transpose + Reshape after an ONNX node
+    do), and every
+    layer takes the first one's layout (an exporter's nodes between Transposes are time-major inside a
+    batch-major model)."""
     ls = []
-    for k, layer in enumerate(found.values()):
-        if k < len(found) - 1 and layer.merge == "stack":
-            layer = copy.copy(layer)
+    first = next(iter(found.values()))
+    for layer in found.values():
+        layer = copy.copy(layer)
+        if layer.merge == "stack":
             layer.merge = "concat"
+        layer.batch_first = first.batch_first  # exporters move the time axis between nodes; the stack's is one
         ls.append(layer)
     try:
         return layers.Stack(ls), f"{source}: {len(ls)} {what}s as a stack ({', '.join(map(brief, found))})"
@@ -458,6 +465,32 @@ def _write(fmt: str, layer, out: Path, cal, scheme: str, batch: int | None, guar
     return ""
 
 
+def _whole_model(src: Path, fmt: str, out: Path, opts: ModelOptions, state_inputs: bool, printed: str) -> None:
+    """``--whole-model``: SRC as ``fusedrnn run`` reads it (:func:`fusedrnn.frontends.model_files.load_model`),
+    written as ONNX."""
+    if fmt != "onnx":
+        raise CLIError(f"--whole-model: writes ONNX models (--to onnx), got --to {fmt}")
+    if state_inputs:
+        raise CLIError("--state-inputs: applies to the recurrent layers' export, not to --whole-model")
+    loaded = open_model(src, opts)
+    try:
+        with staged_files(out) as (staged,):
+            onnx.save(loaded.model.proto, os.fspath(staged))
+    except OSError as exc:
+        raise CLIError(f"--out: cannot write {out} ({exc.strerror or exc})") from None
+    nodes = len(loaded.model.recurrent_nodes)
+    summary = {"wrote": str(out), "format": "onnx", "source": str(src), "from": loaded.description,
+               "recurrent_nodes": nodes, "batch_first": loaded.batch_first}
+    if printed == "json":
+        click.echo(json.dumps(summary, indent=2))
+    elif printed in ("csv", "markdown"):
+        keys = list(summary)
+        click.echo((render.csv_text if printed == "csv" else render.markdown_text)(
+            keys, [[str(summary[k]) for k in keys]]), nl=False)
+    else:
+        click.echo(f"wrote {out} (the whole {loaded.description}, {nodes} recurrent node(s)) from {src.name}")
+
+
 # ---- the command ----------------------------------------------------------------------------------------------
 @click.command("convert")
 @click.argument("src", metavar="SRC", type=click.Path(dir_okay=False, path_type=Path))
@@ -479,6 +512,12 @@ def _write(fmt: str, layer, out: Path, cal, scheme: str, batch: int | None, guar
               help="The layout of the calibration sequences ([batch, time, features] or [time, batch, features]) "
                    "and of a PyTorch source's modules, which its file does not record (then required with "
                    "--calibration). Default: the source's own layout.")
+@click.option("--whole-model", is_flag=True,
+              help="--to onnx: the whole model (recurrent layers and the rest: Dense / Linear heads, ...) as "
+                   "fusedrnn run reads it, instead of the recurrent layers only.")
+@click.option("--layers", "model_layers", metavar="PREFIXES",
+              help="--whole-model of a PyTorch state dict: its modules in the order the model applies them "
+                   "(e.g. lstm,head).")
 @click.option("--state-inputs", is_flag=True,
               help="--to onnx: add the inputs sequence_lens, h_0 (, c_0) [layers*directions, batch, hidden]; "
                    "without it the model's only input is x.")
@@ -493,7 +532,7 @@ def _write(fmt: str, layer, out: Path, cal, scheme: str, batch: int | None, guar
 def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, node: str | None,
             nonlinearity: str, scheme: str = "float", batch: int | None = None, time_steps: int | None = None,
             batch_first: bool | None = None, state_inputs: bool = False, out_format: str | None = None,
-            as_json: bool = False) -> None:
+            as_json: bool = False, whole_model: bool = False, model_layers: str | None = None) -> None:
     """Convert the recurrent weights in SRC (.onnx, .pt / .pth state dicts, .pt2 programs, TorchScript, .keras,
     .h5, .tflite) to FORMAT: a model file (onnx, torch, keras, quark, tflite) or a C header for an accelerator
     program (mli2-*, mli1-*, cmsis-nn-*: quantized weights and every quantization parameter; zdnn: stickified
@@ -531,6 +570,9 @@ def convert(src: Path, fmt: str, out: Path | None, calibration: Path | None, nod
         raise CLIError(f"--out: no such folder: {out.parent}")
     extra = ""
     side = out.with_suffix(out.suffix + ".json") if fmt == "zdnn" and out.suffix == ".bin" else None
+    if whole_model:
+        _whole_model(src, fmt, out, ModelOptions(model_layers, batch_first, nonlinearity), state_inputs, printed)
+        return
     with delayed_progress("converting", 3) as steps:
         try:
             steps.begin("reading")

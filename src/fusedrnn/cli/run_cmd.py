@@ -273,6 +273,11 @@ METRICS = (  # (row key, column title, format)
 )
 
 
+SHORT_TITLES = ("acc %", "agree %", "max |Δ|", "mean |Δ|", "SNR dB", "ms")
+"""The metrics' titles in tables narrower than :data:`NARROW` columns."""
+NARROW = 100
+
+
 def _cell(row: dict, key: str, spec: str) -> str:
     if key == "snr_db" and row["snr_db"] is None and row["max_abs_diff"] == 0:
         return "exact"
@@ -322,9 +327,10 @@ def _print_rows(facts: dict, rows: list[dict], fmt: str, *, per_target: bool) ->
             table.add_row(title, *[_cell(r, key, spec) for r in ok])
     else:
         table = Table(title=f"{name} on {facts['samples']} samples of {Path(facts['data']).name}", show_edge=False)
-        table.add_column("target", style="bold")
-        for _, title, _ in METRICS:
-            table.add_column(title, justify="right")
+        table.add_column("target", style="bold", overflow="fold")
+        titles = [t for _, t, _ in METRICS] if width >= NARROW else SHORT_TITLES
+        for title in titles:
+            table.add_column(title, justify="right", overflow="fold")  # a narrow COLUMNS folds, never cuts
         for r in rows:
             if r["error"] is not None:
                 table.add_row(r["target"], "[dim]cannot run[/dim]", *[""] * (len(METRICS) - 1))

@@ -319,3 +319,24 @@ def test_onnxruntime_style_run(models):
     y_all = model.run(None, {"x": models["x"]})
     assert isinstance(y_list, list) and len(y_all) == len(model.outputs)
     np.testing.assert_array_equal(y_list[0], model.run({"x": models["x"]})["y"])
+
+
+def test_keras_models_read_as_they_compute(tmp_path):
+    """Bidirectional, return_sequences=False and activations are read as Keras computes them; a functional
+    model whose layers do not form a chain is refused, not misread."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, I)).astype(np.float32)
+    inp = keras.Input((None, I))
+    y = keras.layers.Bidirectional(keras.layers.GRU(H, return_sequences=True), merge_mode="sum")(inp)
+    y = keras.layers.Dropout(0.5)(keras.layers.SimpleRNN(H)(y))
+    y = keras.layers.Dense(OUT, activation="softmax")(y)
+    model = keras.Model(inp, y)
+    model.save(tmp_path / "f.keras")
+    got = load_model(tmp_path / "f.keras").model.run({"x": x})["y"]
+    np.testing.assert_allclose(got, keras.ops.convert_to_numpy(model.predict(x, verbose=0)), rtol=1e-5, atol=1e-6)
+    a = keras.layers.LSTM(H, return_sequences=True)(inp)
+    b = keras.layers.Dense(H)(inp)  # a branch: Dense on the input, not on the LSTM's output
+    branching = keras.Model(inp, keras.layers.Dense(OUT)(keras.layers.Add()([a, b])))
+    branching.save(tmp_path / "b.keras")
+    with pytest.raises(fusedrnn.UnsupportedFeatureError, match="Add"):
+        load_model(tmp_path / "b.keras")

@@ -163,7 +163,9 @@ def _print_notes(console, rows: list[dict], facts: dict | None = None) -> None:
         emulated = facts.get("emulated_nodes") or []
         floats = facts.get("float_nodes") or []
         if ran:
-            say(f"emulated on {', '.join(ran)}: {', '.join(emulated) or 'no node (the model ran in float)'}")
+            which = f"every target that ran ({len(ran)})" if len(ran) == len(rows) or len(ran) > 3 else \
+                ", ".join(ran)
+            say(f"emulated on {which}: {', '.join(emulated) or 'no node (the model ran in float)'}")
             say(f"float on every target: {', '.join(floats) if floats else 'none'}")
     for r in rows:
         if r["error"] is not None:
@@ -291,10 +293,6 @@ def _lines(progress: bool | None, fmt: str) -> tuple[bool, bool]:
     return progress, progress
 
 
-def _columns(rows: list[dict]) -> list[tuple[str, str, str]]:
-    return [("target", "target", ""), *METRICS]
-
-
 def _print_rows(facts: dict, rows: list[dict], fmt: str, *, per_target: bool) -> None:
     """The results in ``fmt``: json (facts and rows), csv / markdown (one row per target, raw numbers in csv),
     or a table (one row per target with ``per_target``, else one column per target unless they do not fit)."""
@@ -357,7 +355,7 @@ def _finish(facts: dict, rows: list[dict], gates: Gates) -> None:
         raise click.exceptions.Exit(3)
 
 
-def _command(model_path, fmt_kwargs: dict, kwargs: dict, *, per_target: bool) -> None:
+def _command(model_path, kwargs: dict, *, per_target: bool) -> None:
     model_opts, gates = options_mod.collect(kwargs)
     fmt = options_mod.output_format(kwargs.pop("out_format"), kwargs.pop("as_json"))
     enabled, lines = _lines(kwargs.pop("progress"), fmt)
@@ -380,7 +378,7 @@ def run(model_path: Path | None, **kwargs) -> None:
     TorchScript module, or a state dict with --layers and --batch-first/--time-major). Without MODEL, runs the
     bundled example (an LSTM classifier of 8x8 handwritten digits) on its test split.
     """
-    _command(model_path, {}, kwargs, per_target=True)
+    _command(model_path, kwargs, per_target=True)
 
 
 @click.command("compare")
@@ -390,7 +388,7 @@ def compare(model_path: Path, **kwargs) -> None:
     """Run MODEL (any format ``fusedrnn run`` takes) on the given targets (default: all) and show them side by
     side, one column per target (one row per target when that does not fit the width, COLUMNS), with the same
     measurements as ``fusedrnn run``. Targets that cannot run the model say why underneath."""
-    _command(model_path, {}, kwargs, per_target=False)
+    _command(model_path, kwargs, per_target=False)
 
 
 __all__ = ["CALIBRATION_SAMPLES", "LABELS", "REFERENCE", "calibration_subset", "compare", "compare_targets",

@@ -197,7 +197,8 @@ def _export_torch(torch, module, example: tuple, names: list[str], dynamic: bool
 
 def _torch_load(torch, path: Path):
     try:
-        open_zip(path, "MODEL").close() if zipfile.is_zipfile(path) else None
+        if zipfile.is_zipfile(path):  # torch.save's format: the members' sizes must fit the file
+            open_zip(path, "MODEL").close()
         return torch.load(os.fspath(path), map_location="cpu", weights_only=True)
     except FusedRNNError:
         raise
@@ -381,7 +382,23 @@ def keras_model(path: Path, keras) -> tuple[onnx.ModelProto, bool]:
                                           f"Activation and Dropout layers (export other models to ONNX or .tflite)")
     if not any(isinstance(s, RecurrentLayer) for s in stages):
         raise UnsupportedFeatureError(f"MODEL: {path.name} has no recurrent layer")
-    return stack_model(_fold_activations(stages), name=model.name or "keras"), True
+    proto = stack_model(_fold_activations(stages), name=model.name or "keras")
+    _check_same(keras, model, proto, path)
+    return proto, True
+
+
+def _check_same(keras, model, proto: onnx.ModelProto, path: Path) -> None:
+    """Refuse a Keras model whose layers are not the chain they were read as (a functional graph that branches,
+    masking, ...): the ONNX model must give Keras' outputs on a random probe."""
+    shape = [d if isinstance(d, int) else (2 if k == 0 else 3) for k, d in enumerate(model.inputs[0].shape)]
+    probe = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    want = np.asarray(keras.ops.convert_to_numpy(model(probe)), np.float32)
+    got = fonnx.load(proto).run({proto.graph.input[0].name: probe})["y"]
+    if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+        raise UnsupportedFeatureError(f"MODEL: {path.name}: its layers do not compute as a chain of "
+                                      f"{', '.join(type(x).__name__ for x in model.layers)} (a branching "
+                                      f"functional model, masking or a layer option fusedrnn does not read); "
+                                      f"export it to ONNX or .tflite")
 
 
 def _fold_activations(stages: list) -> list:

@@ -279,6 +279,7 @@ def _run_file(path: Path, x: np.ndarray) -> np.ndarray:
     if path.suffix == ".keras":
         return keras.ops.convert_to_numpy(keras.saving.load_model(path).predict(x, verbose=0))
     interp = litert_interp.Interpreter(model_path=str(path))
+    interp.resize_tensor_input(interp.get_input_details()[0]["index"], x.shape)  # the time axis is dynamic
     interp.allocate_tensors()
     interp.set_tensor(interp.get_input_details()[0]["index"], x)
     interp.invoke()

@@ -179,8 +179,9 @@ def _shared_options(fn):
     """The options ``run`` and ``compare`` share (and the shared groups of :mod:`fusedrnn.cli.options`)."""
     options = [
         click.option("--data", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",
-                     help="npz whose arrays are the model inputs by name, plus optional labels 'y' (or a .npy, or "
-                          "an npz of one array, for a single-input model)."),
+                     help="npz whose arrays are the model inputs by name, plus optional labels 'y' (or a .npy for "
+                          "a single-input model; an npz's one array is the input of a single-input Keras, PyTorch "
+                          "or LiteRT model, whose input names are made up on the way to ONNX)."),
         click.option("--target", "-t", "target_names", multiple=True, metavar="NAME",
                      help="Target to run on (repeatable; default: every registered target)."),
         click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="NPZ",

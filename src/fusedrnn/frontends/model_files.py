@@ -465,13 +465,23 @@ def tflite_model(path: Path) -> tuple[onnx.ModelProto, bool | None]:
             names[op.outputs[0]] = y
             continue
         ins = [tensor_name(i) if i >= 0 else "" for i in op.inputs]
-        names.update(zip(op.outputs, _tflite_op(g, op, ins, info), strict=False))
+        try:
+            names.update(zip(op.outputs, _tflite_op(g, op, ins, info), strict=False))
+        except FusedRNNError:
+            raise
+        except (ValueError, TypeError, IndexError, KeyError) as exc:  # tensors that do not fit the op
+            raise FileFormatError(f"MODEL: op {op.index} ({op.name}) of {path.name}: its tensors do not fit the op "
+                                  f"({type(exc).__name__}: {brief(str(exc), 120)})") from None
     outputs = []
     for i in info.outputs:
         y = g.one("Identity", [tensor_name(i)], _clean(info.tensors[i].name) or f"out{i}")
         outputs.append(helper.make_tensor_value_info(y, TensorProto.FLOAT, [f"{y}_{k}" for k in
                                                                           range(len(info.tensors[i].shape))]))
-    return g.model(inputs, outputs, "tflite"), batch_first
+    try:
+        return g.model(inputs, outputs, "tflite"), batch_first
+    except onnx.checker.ValidationError as exc:
+        raise FileFormatError(f"MODEL: {path.name} does not translate to a valid ONNX graph "
+                              f"({brief(str(exc), 200)})") from None
 
 
 def _clean(name: str) -> str:

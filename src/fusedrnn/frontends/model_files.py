@@ -355,7 +355,7 @@ def keras_model(path: Path, keras) -> tuple[onnx.ModelProto, bool]:
     if len(getattr(model, "inputs", None) or [None]) != 1 or len(getattr(model, "outputs", None) or [None]) != 1:
         raise UnsupportedFeatureError(f"MODEL: {path.name}: a Keras model with one input and one output is "
                                       f"supported; this one has {len(model.inputs)} and {len(model.outputs)}")
-    stages = []
+    stages, names = [], []
     for layer in chain:
         cls = type(layer).__name__
         if isinstance(layer, recurrent):
@@ -365,13 +365,14 @@ def keras_model(path: Path, keras) -> tuple[onnx.ModelProto, bool]:
             if inner.get("return_state"):
                 raise UnsupportedFeatureError(f"MODEL: layer {layer.name}: return_state=True")
             stages.append(fl)
+            names.append(_clean(layer.name) or f"l{len(names)}")
             if not inner.get("return_sequences", False):
                 stages.append(LastStep(batch_first=True))
         elif cls == "Dense":
             w = layer.get_weights()
             act = keras.activations.serialize(layer.activation)
             act = act if isinstance(act, str) else act.get("config", {}).get("name", str(act))
-            stages.append(Dense(w[0], w[1] if len(w) > 1 else None, act))
+            stages.append(Dense(w[0], w[1] if len(w) > 1 else None, act, _clean(layer.name)))
         elif cls == "Activation":
             act = keras.activations.serialize(layer.activation)
             act = act if isinstance(act, str) else act.get("config", {}).get("name", str(act))
@@ -382,7 +383,7 @@ def keras_model(path: Path, keras) -> tuple[onnx.ModelProto, bool]:
                                           f"Activation and Dropout layers (export other models to ONNX or .tflite)")
     if not any(isinstance(s, RecurrentLayer) for s in stages):
         raise UnsupportedFeatureError(f"MODEL: {path.name} has no recurrent layer")
-    proto = stack_model(_fold_activations(stages), name=model.name or "keras")
+    proto = stack_model(_fold_activations(stages), name=model.name or "keras", layer_names=names)
     _check_same(keras, model, proto, path)
     return proto, True
 
@@ -409,7 +410,7 @@ def _fold_activations(stages: list) -> list:
             if not out or not isinstance(out[-1], Dense) or out[-1].activation != "linear":
                 raise UnsupportedFeatureError(f"MODEL: an Activation({s.activation}) layer after anything but a "
                                               f"linear Dense is not supported")
-            out[-1] = Dense(out[-1].kernel, out[-1].bias, s.activation)
+            out[-1] = Dense(out[-1].kernel, out[-1].bias, s.activation, out[-1].name)
         else:
             out.append(s)
     return out

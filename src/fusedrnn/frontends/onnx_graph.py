@@ -38,11 +38,13 @@ DENSE_ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax")
 @dataclass(frozen=True)
 class Dense:
     """A head ``y = activation(x @ kernel + bias)`` on the last axis (Keras ``Dense``, PyTorch ``Linear`` with
-    ``kernel = weight.T``, TFLite ``FULLY_CONNECTED``); ``kernel`` [in, out], ``bias`` [out] or None."""
+    ``kernel = weight.T``, TFLite ``FULLY_CONNECTED``); ``kernel`` [in, out], ``bias`` [out] or None; ``name`` names
+    its nodes (default ``dense<k>``)."""
 
     kernel: np.ndarray
     bias: np.ndarray | None = None
     activation: str = "linear"
+    name: str = ""
 
 
 class GraphBuilder:
@@ -75,9 +77,11 @@ class GraphBuilder:
                                            value=numpy_helper.from_array(np.asarray(value), name)))
         return name
 
-    def node(self, op: str, inputs: Sequence[str], base: str, n_out: int = 1, **attrs) -> list[str]:
+    def node(self, op: str, inputs: Sequence[str], base: str, n_out: int = 1, node_name: str | None = None,
+             **attrs) -> list[str]:
         outs = [self.name(f"{base}_{k}" if n_out > 1 else base) for k in range(n_out)]
-        self.nodes.append(helper.make_node(op, list(inputs), outs, name=self.name(f"{base}_node"), **attrs))
+        name = self.name(node_name or f"{base}_node")
+        self.nodes.append(helper.make_node(op, list(inputs), outs, name=name, **attrs))
         return outs
 
     def one(self, op: str, inputs: Sequence[str], base: str, **attrs) -> str:
@@ -107,7 +111,8 @@ class GraphBuilder:
         while tail and not tail[-1]:
             tail.pop()
         n_out = 3 if layer.cell == "lstm" else 2
-        Y, *states = self.node(ONNX_OP_TYPES[layer.cell], ins + tail, f"{prefix}_Y", n_out, **attrs)
+        Y, *states = self.node(ONNX_OP_TYPES[layer.cell], ins + tail, f"{prefix}_Y", n_out, node_name=prefix,
+                               **attrs)
         y = self._merge(Y, layer, prefix)
         if layer.batch_first:
             perm = (2, 0, 1, 3) if layer.merge == "stack" and layer.num_directions == 2 else (1, 0, 2)
@@ -136,9 +141,11 @@ class GraphBuilder:
             raise ConversionError(f"{prefix}: activation {head.activation!r} of a dense layer; expected one of "
                                   f"{', '.join(DENSE_ACTIVATIONS)}")
         dt = np.float64 if self.elem == TensorProto.DOUBLE else np.float32
-        y = self.one("MatMul", [x, self.const(f"{prefix}_kernel", np.asarray(head.kernel, dt))], f"{prefix}_matmul")
+        y = self.node("MatMul", [x, self.const(f"{prefix}.kernel", np.asarray(head.kernel, dt))], f"{prefix}_matmul",
+                      node_name=prefix)[0]
         if head.bias is not None:
-            y = self.one("Add", [y, self.const(f"{prefix}_bias", np.asarray(head.bias, dt))], f"{prefix}_add")
+            y = self.node("Add", [y, self.const(f"{prefix}.bias", np.asarray(head.bias, dt))], f"{prefix}_add",
+                          node_name=f"{prefix}_bias")[0]
         act = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "softmax": "Softmax"}.get(head.activation)
         if act is not None:
             y = self.one(act, [y], f"{prefix}_{head.activation}", **({"axis": -1} if act == "Softmax" else {}))
@@ -166,12 +173,13 @@ class LastStep:
 
 
 def stack_model(stages, heads: Sequence[Dense] = (), *, state_inputs: bool = False, input_name: str = "x",
-                name: str = "fusedrnn") -> onnx.ModelProto:
+                name: str = "fusedrnn", layer_names: Sequence[str] | None = None) -> onnx.ModelProto:
     """``y = heads(stages(x))`` as one ONNX model (module docstring). ``stages``: a layer, a
     :class:`~fusedrnn.Stack`, or a list of layers, stacks, :class:`Dense` heads and :class:`LastStep` in the order
     they apply; input ``x`` in the first layer's layout, outputs ``y`` and the final states ``h_n`` (, ``c_n``
     when every layer is an LSTM) [L*D, B, H] when the layers agree in directions and sizes; ``state_inputs``
-    adds the inputs ``sequence_lens``, ``h_0`` (, ``c_0``) of the same form."""
+    adds the inputs ``sequence_lens``, ``h_0`` (, ``c_0``) of the same form. ``layer_names`` name the recurrent
+    nodes (default ``l0``, ``l1``, ...)."""
     items = []
     for s in (stages if isinstance(stages, (list, tuple)) else [stages]):
         items += layer_list(s) if isinstance(s, (Stack, RecurrentLayer)) else [s]
@@ -214,13 +222,14 @@ def stack_model(stages, heads: Sequence[Dense] = (), *, state_inputs: bool = Fal
                 initial = [g.one("Slice", [s, lo, hi], f"l{k}_{s}") for s in state_names]
                 if item.cell != "lstm":
                     initial = initial[:1]
-            y, states = g.recurrent(item, y, f"l{k}", sequence_lens=seq, initial=initial,
+            prefix = layer_names[k] if layer_names is not None else f"l{k}"
+            y, states = g.recurrent(item, y, prefix, sequence_lens=seq, initial=initial,
                                     weights="" if len(ls) == 1 else None)
             finals.append(states)
             rank = 4 if item.merge == "stack" and item.num_directions == 2 else 3
             k += 1
         elif isinstance(item, Dense):
-            y = g.dense(item, y, f"dense{j}")
+            y = g.dense(item, y, item.name or f"dense{j}")
         elif isinstance(item, LastStep):
             y = g.one("Gather", [y, g.small(f"last{j}", np.array(-1, np.int64))], f"last_step{j}",
                       axis=1 if item.batch_first else 0)

@@ -298,7 +298,7 @@ def test_mli_header_of_a_torch_stack(tmp_path):
     torch.save(m.state_dict(), tmp_path / "m.pt")
     cal = np.random.default_rng(0).normal(size=(5, 2, 3)).astype(np.float32)
     np.savez(tmp_path / "cal.npz", cal)
-    ok("convert", tmp_path / "m.pt", "--to", "mli2-sa8", "--calibration", tmp_path / "cal.npz",
+    ok("convert", tmp_path / "m.pt", "--to", "mli2-sa8", "--calibration", tmp_path / "cal.npz", "--time-major",
        "--out", tmp_path / "w.h")
     arrays, defines = parse_header((tmp_path / "w.h").read_text())
     assert defines["MLI_NUM_LAYERS"] == "2"
@@ -308,7 +308,15 @@ def test_mli_header_of_a_torch_stack(tmp_path):
         q = layer.to("mli2-sa8", calibration=c).prepared.directions[0]
         np.testing.assert_array_equal(arrays[f"mli_l{k}_d0_weights_in"], q.Wi.reshape(-1))
         np.testing.assert_array_equal(arrays[f"mli_l{k}_d0_bias"], q.b.reshape(-1))
-    one_line_error(cli("convert", tmp_path / "m.pt", "--to", "onnx"), "stack of 2 layers")
+    ok("convert", tmp_path / "m.pt", "--to", "onnx", "--out", tmp_path / "m.onnx")  # a stack: two LSTM nodes
+    got = onnx.load(str(tmp_path / "m.onnx"))
+    assert [n.op_type for n in got.graph.node if n.op_type == "LSTM"] == ["LSTM", "LSTM"]
+    assert [i.name for i in got.graph.input] == ["x"]
+    x = cal[:, :1]
+    want = m(torch.from_numpy(x))[0].detach().numpy()
+    np.testing.assert_allclose(fusedrnn.onnx.load(got).run({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+    one_line_error(cli("convert", tmp_path / "m.pt", "--to", "mli2-sa8", "--calibration", tmp_path / "cal.npz"),
+                   "--batch-first or --time-major")
 
 
 def test_tflite_source(tmp_path):

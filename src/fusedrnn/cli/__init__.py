@@ -1,12 +1,12 @@
 """The ``fusedrnn`` command line: ``--version``, ``targets``, ``run``, ``compare``, ``export-vectors``, ``convert``,
-``diagnose`` and ``bench``."""
+``diagnose`` and, in a source checkout (where the benchmark suites are), ``bench``."""
 
 from __future__ import annotations
 
 import click
 
 from .. import __version__
-from .bench_cmd import bench
+from .bench_cmd import bench, package_root
 from .convert_cmd import convert
 from .diagnose_cmd import diagnose_cmd
 from .export_cmd import export_vectors
@@ -27,6 +27,7 @@ main.add_command(compare)
 main.add_command(export_vectors)
 main.add_command(convert)
 main.add_command(diagnose_cmd)
-main.add_command(bench)
+if package_root() is not None:  # the suites ship with the source, not with the wheel
+    main.add_command(bench)
 
 __all__ = ["main"]

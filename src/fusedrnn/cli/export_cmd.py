@@ -33,11 +33,13 @@ import numpy as np
 from .. import __version__
 from .. import targets as registry
 from ..errors import FusedRNNError
-from ..frontends import onnx as fonnx
 from ..frontends.c_source import c_array, c_header, c_identifier, c_names  # noqa: F401 - re-exported
+from . import options as options_mod
+from . import render
 from .bundle import traced_layers, write_bundles
 from .common import CLIError, delayed_progress
 from .feeds import CALIBRATION_SAMPLES, calibration_subset, load_feeds
+from .models import open_model
 from .staging import staged_folder
 
 
@@ -110,13 +112,18 @@ def _first(feeds: dict, n: int | None) -> dict:
 @click.option("--samples", type=click.IntRange(min=1), metavar="N",
               help="Export only the first N samples (axis 0) of every input (calibration still uses the "
                    "default or --calibration).")
+@options_mod.model_options
+@options_mod.output_options
 def export_vectors(model_path: Path, target_name: str, input_path: Path, out_dir: Path, calibration: Path | None,
-                   samples: int | None) -> None:
-    """Run MODEL on target NAME and write golden vectors into DIR: the inputs and the target's outputs as
-    inputs.npz / outputs.npz (bit for bit), as C headers inputs.h / outputs.h, and manifest.json (model,
-    target, calibration source, fusedrnn version, sha256 of each file). On an integer target (MLI 2.0, LiteRT
-    8x8_16) also a bundle per recurrent node: its integer inputs, outputs and states, weights and quantization
-    parameters (node_<name>.npz), the C header or .tflite of the node, listed in the manifest."""
+                   samples: int | None, **kwargs) -> None:
+    """Run MODEL (ONNX, .tflite, Keras 3, PyTorch: any format ``fusedrnn run`` takes) on target NAME and write
+    golden vectors into DIR: the inputs and the target's outputs as inputs.npz / outputs.npz (bit for bit), as C
+    headers inputs.h / outputs.h, and manifest.json (model, target, calibration source, fusedrnn version, sha256
+    of each file). On an integer target (MLI 2.0, LiteRT 8x8_16) also a bundle per recurrent node: its integer
+    inputs, outputs and states, weights and quantization parameters (node_<name>.npz), the C header or .tflite
+    of the node, listed in the manifest."""
+    model_opts, _ = options_mod.collect(kwargs)
+    printed = options_mod.output_format(kwargs.pop("out_format"), kwargs.pop("as_json"))
     try:
         target = registry.get(target_name)
     except FusedRNNError as exc:
@@ -126,16 +133,16 @@ def export_vectors(model_path: Path, target_name: str, input_path: Path, out_dir
             raise CLIError(f"{what}: no such file: {p}")
     if out_dir.exists() and not out_dir.is_dir():
         raise CLIError(f"--out: {out_dir} exists and is not a folder")
-    try:
-        model = fonnx.load(model_path)
-    except (FusedRNNError, OSError) as exc:
-        raise CLIError(f"MODEL: {exc}") from None
-    all_feeds, _ = load_feeds(model, input_path, "--input")
+    loaded = open_model(model_path, model_opts, input_path)
+    model = loaded.model
+    layout = {"file_batch_first": model_opts.batch_first, "model_batch_first": loaded.batch_first,
+              "any_name": loaded.format != "onnx"}
+    all_feeds, _ = load_feeds(model, input_path, "--input", **layout)
     feeds = _first(all_feeds, samples)
     cal = cal_info = None
     if target.needs_calibration:
         if calibration is not None:
-            cal = load_feeds(model, calibration, "--calibration")[0]
+            cal = load_feeds(model, calibration, "--calibration", **layout)[0]
             cal_info = {"source": "--calibration", "path": str(calibration), "sha256": _sha256(calibration)}
         else:
             cal = calibration_subset(all_feeds)
@@ -175,7 +182,7 @@ def export_vectors(model_path: Path, target_name: str, input_path: Path, out_dir
                 steps.advance()
                 manifest = {
                     "fusedrnn_version": __version__,
-                    "model": {"path": str(model_path), "sha256": _sha256(model_path)},
+                    "model": {"path": str(model_path), "sha256": _sha256(model_path), "format": loaded.format},
                     "target": {k: v for k, v in target.summary().items() if k != "features"},
                     "input": {"path": str(input_path), "sha256": _sha256(input_path),
                               "samples": next((int(a.shape[0]) for a in feeds.values() if np.ndim(a)), 1)},
@@ -188,8 +195,17 @@ def export_vectors(model_path: Path, target_name: str, input_path: Path, out_dir
                 (stage / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         except OSError as exc:
             raise CLIError(f"--out: cannot write into {out_dir} ({exc.strerror or exc})") from None
-    click.echo(f"wrote {', '.join((*files, 'manifest.json'))} to {out_dir} "
-               f"({len(feeds)} input(s), {len(outputs)} output(s), target {target.name})")
+    summary = {"wrote": [*files, "manifest.json"], "folder": str(out_dir), "target": target.name,
+               "model_format": loaded.format, "inputs": len(feeds), "outputs": len(outputs)}
+    if printed == "json":
+        click.echo(json.dumps(summary, indent=2))
+    elif printed in ("csv", "markdown"):
+        keys = list(summary)
+        row = [", ".join(v) if isinstance(v, list) else str(v) for v in summary.values()]
+        click.echo((render.csv_text if printed == "csv" else render.markdown_text)(keys, [row]), nl=False)
+    else:
+        click.echo(f"wrote {', '.join((*files, 'manifest.json'))} to {out_dir} "
+                   f"({len(feeds)} input(s), {len(outputs)} output(s), target {target.name})")
 
 
 __all__ = ["NPZ_NAME_LIMIT", "c_array", "c_header", "c_identifier", "c_names", "export_vectors", "npz_names",

@@ -40,10 +40,16 @@ def read_data(path: Path, option: str, npy: bool = False):
         raise CLIError(f"{option}: cannot read {path} ({exc.strerror or exc})") from None
 
 
-def load_feeds(model: fonnx.Model, data: Path, option: str = "--data") -> tuple[dict, np.ndarray | None]:
+def load_feeds(model: fonnx.Model, data: Path, option: str = "--data", *, file_batch_first: bool | None = None,
+               model_batch_first: bool | None = None, any_name: bool = False) -> tuple[dict, np.ndarray | None]:
     """The model's feeds from the npz ``data`` (float arrays cast to the declared float dtype), and
     the optional label array ``y`` (unless the model has an input called ``y``). A ``.npy`` file is the one
-    input of a single-input model."""
+    input of a single-input model; so is an npz's only array besides ``y`` with ``any_name`` (for formats whose
+    input names are made up on the way to ONNX: Keras, PyTorch, LiteRT).
+
+    ``file_batch_first`` (``--batch-first`` / ``--time-major``: the file's sequences are [B, T, ...] or
+    [T, B, ...]) against ``model_batch_first`` (the model's layout): when both are known and differ, the first
+    two axes of every float input of rank 3 or more are swapped."""
     names = [i.name for i in model.inputs]
     if data.suffix.lower() == ".npy":
         if len(names) != 1:
@@ -53,6 +59,9 @@ def load_feeds(model: fonnx.Model, data: Path, option: str = "--data") -> tuple[
         arrays = {names[0]: read_data(data, option, npy=True)}
     else:
         arrays = read_data(data, option)
+        rest = [k for k in arrays if k != LABELS]
+        if any_name and len(names) == 1 and names[0] not in arrays and len(rest) == 1:
+            arrays = {names[0]: arrays[rest[0]], **({LABELS: arrays[LABELS]} if LABELS in arrays else {})}
     missing = [n for n in names if n not in arrays]
     if missing:
         raise CLIError(f"{option}: {data} lacks the model input(s) {', '.join(display_name(n) for n in missing[:8])} "
@@ -65,6 +74,9 @@ def load_feeds(model: fonnx.Model, data: Path, option: str = "--data") -> tuple[
                 raise CLIError(f"{option}: array {brief(spec.name)} has dtype {a.dtype}; the model expects "
                                f"{spec.dtype}")
             a = a.astype(spec.dtype)
+        swap = file_batch_first is not None and model_batch_first is not None and file_batch_first != model_batch_first
+        if swap and a.dtype.kind == "f" and a.ndim >= 3:
+            a = np.ascontiguousarray(np.swapaxes(a, 0, 1))
         feeds[spec.name] = a
     labels = arrays.get(LABELS) if LABELS not in names else None
     return feeds, labels

@@ -8,16 +8,25 @@ import click
 from rich.table import Table
 
 from .. import targets as registry
+from . import render
 from .common import stdout_console
+from .options import output_format, output_options
 
 
 @click.command("targets")
-@click.option("--json", "as_json", is_flag=True, help="Print the registry as JSON.")
-def targets(as_json: bool) -> None:
+@output_options
+def targets(as_json: bool, out_format: str | None) -> None:
     """List the emulation targets (name, family, compute dtype, rounding) and the features each can express."""
     rows = [t.summary() for t in registry.list()]
-    if as_json:
+    printed = output_format(out_format, as_json)
+    if printed == "json":
         click.echo(json.dumps(rows, indent=2))
+        return
+    if printed in ("csv", "markdown"):
+        keys = list(rows[0])
+        body = [[", ".join(map(str, r[k])) if isinstance(r[k], (list, tuple)) else str(r[k]) for k in keys]
+                for r in rows]
+        click.echo((render.csv_text if printed == "csv" else render.markdown_text)(keys, body), nl=False)
         return
     table = Table(title="fusedrnn targets")
     for col, kw in (("name", {"style": "bold"}), ("family", {}), ("bit-exact", {"justify": "center"}),

@@ -6,7 +6,10 @@
 * :mod:`fusedrnn.frontends.torch`: PyTorch ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` <-> fusedrnn layers;
 * :mod:`fusedrnn.frontends.keras`: Keras 3 ``LSTM`` / ``GRU`` / ``SimpleRNN`` / ``Bidirectional`` <-> fusedrnn
   layers;
-* :mod:`fusedrnn.frontends.tflite`: the recurrent ops of a .tflite model as fusedrnn layers.
+* :mod:`fusedrnn.frontends.tflite`: the recurrent ops of a .tflite model as fusedrnn layers;
+* :mod:`fusedrnn.frontends.model_files`: whole model files of every format (ONNX, .tflite, Keras 3, PyTorch),
+  recognised by their bytes and turned into ONNX models (what the CLI's MODEL arguments read), and
+  :mod:`fusedrnn.frontends.onnx_graph`: multi-node ONNX models of layers, stacks and dense heads.
 
 Importing this package (``import fusedrnn`` does) imports every converter module, and each registers its
 converters in :data:`fusedrnn.layers.CONVERTERS`, which the layer methods (``LSTM.from_torch``,

@@ -1,8 +1,9 @@
 """Keras 3 ``LSTM`` / ``GRU`` / ``SimpleRNN`` / ``Bidirectional`` <-> fusedrnn layers.
 
-``from_keras(layer)`` reads a built Keras 3 layer (any backend; ``KERAS_BACKEND`` defaults to ``"torch"`` when
-this module imports Keras first); ``from_keras_weights(kind, weights, **config)`` does the same from plain weight
-arrays (``layer.get_weights()``) and the layer's config, for users without the Keras layer object.
+``from_keras(layer)`` reads a built Keras 3 layer (on the backend the user chose with ``KERAS_BACKEND`` or
+``~/.keras/keras.json``; fusedrnn never sets it: :data:`SUPPORTED_BACKENDS`); ``from_keras_weights(kind,
+weights, **config)`` does the same from plain weight arrays (``layer.get_weights()``) and the layer's config,
+for users without the Keras layer object.
 
 * ``LSTM`` (or ``RNN(LSTMCell)``) -> :class:`~fusedrnn.LSTM`: kernel [I, 4U] -> W [1, 4U, I] (gate order
   i, f, c, o is canonical); the single bias -> ``b_x`` (``b_h`` None).
@@ -55,7 +56,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -93,12 +93,13 @@ _IGNORED_CONFIG = {"name", "trainable", "dtype", "return_sequences", "return_sta
 
 
 def _keras(func: str):
-    os.environ.setdefault("KERAS_BACKEND", "torch")
     try:
         import keras
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ConversionError(f"{func}: Keras 3 is not installed; install it with `pip install fusedrnn[keras]` "
-                              f"(Keras with the torch backend)") from exc
+        raise ConversionError(f"{func}: Keras 3 with a backend that imports is needed ({exc}); install it with "
+                              f"`pip install 'fusedrnn[keras]'` and choose the backend with KERAS_BACKEND "
+                              f"({', '.join(SUPPORTED_BACKENDS)}; the backend's own package must be installed)") \
+            from exc
     if not hasattr(keras, "ops"):
         raise ConversionError(f"{func}: Keras {getattr(keras, '__version__', '?')} is not Keras 3")
     return keras
@@ -464,6 +465,9 @@ def to_keras(layer, **layer_kwargs):
 
 # ------------------------------------------------------------------------------------------------ .keras files
 
+SUPPORTED_BACKENDS = ("torch", "jax", "tensorflow")
+"""The Keras backends fusedrnn reads and writes layers with (weights are read as NumPy arrays, so any backend
+Keras runs on works; the test suite runs torch)."""
 KERAS_CONFIG_LIMIT = 16 << 20
 """The largest ``config.json`` :func:`check_keras_file` reads."""
 _WEIGHTS_PER_UNIT = {  # class name -> gate count: at least gates * units * (units + input size) weights
@@ -533,5 +537,5 @@ def check_keras_file(path, argument: str = "SRC") -> None:
 register_converter("from_keras", from_keras)
 register_converter("to_keras", to_keras)
 
-__all__ = ["from_keras", "from_keras_weights", "to_keras", "time_ordered", "processing_order", "KERAS_ACTIVATIONS",
-           "MERGE_MODES", "KERAS_CONFIG_LIMIT", "check_keras_file"]
+__all__ = ["SUPPORTED_BACKENDS", "from_keras", "from_keras_weights", "to_keras", "time_ordered", "processing_order",
+           "KERAS_ACTIVATIONS", "MERGE_MODES", "KERAS_CONFIG_LIMIT", "check_keras_file"]

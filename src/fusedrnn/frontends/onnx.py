@@ -178,13 +178,20 @@ class Model:
             out[name] = arr
         return out
 
-    def run(self, feeds: dict, outputs: list[str] | None = None) -> dict[str, np.ndarray]:
+    def run(self, feeds, outputs=None):
         """Run the model on ``feeds`` ({input name: array}); returns {output name: array} for ``outputs``
         (default: every graph output).
+
+        onnxruntime's form works too: ``run(output_names, feeds)`` (``output_names`` a list of names or None
+        for all) returns a list of arrays in the order of ``output_names``.
 
         Missing or unknown feed names raise :class:`~fusedrnn.errors.InputError`; a feed whose dtype or shape
         contradicts the model's declared input raises DTypeError / ShapeError; an unknown output name raises
         AttributeValueError."""
+        if isinstance(outputs, dict) and (feeds is None or isinstance(feeds, (list, tuple))):
+            names = None if feeds is None else list(feeds)
+            result = self._run_with(self._runner, outputs, names)
+            return list(result.values())
         return self._run_with(self._runner, feeds, outputs)
 
     def _run_with(self, runner, feeds: dict, outputs: list[str] | None) -> dict[str, np.ndarray]:

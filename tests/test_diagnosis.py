@@ -432,3 +432,25 @@ def test_litert_bundle_runs_in_the_interpreter(small_model, tmp_path):
         it.set_tensor(it.get_input_details()[0]["index"], b["d0_x"])
         it.invoke()
         assert np.array_equal(it.get_tensor(it.get_output_details()[0]["index"]), b["d0_y"])
+
+
+def test_run_and_compare_take_the_calibration_options(small_model, tmp_path):
+    model, cal, data = small_model
+    import onnx
+
+    path = tmp_path / "enc.onnx"
+    onnx.save(model.proto, path)
+    np.savez(tmp_path / "d.npz", **data)
+    base = ["run", str(path), "--data", str(tmp_path / "d.npz"), "-t", "fp32", "-t", "mli2-sa8", "--json",
+            "--repeat", "1"]
+    plain = json.loads(CliRunner().invoke(main, base).stdout)
+    kept = json.loads(CliRunner().invoke(main, [*base, "--keep-float", "lstm0", "--keep-float", "lstm1",
+                                                "--keep-float", "lstm2"]).stdout)
+    assert kept["kept_float"] == ["lstm0", "lstm1", "lstm2"]
+    rows = {r["target"]: r for r in kept["results"]}
+    assert rows["mli2-sa8"]["max_abs_diff"] == 0.0  # every node in float: exactly fp32
+    assert {r["target"]: r for r in plain["results"]}["mli2-sa8"]["max_abs_diff"] > 0
+    res = CliRunner().invoke(main, [*base, "--calibration-method", "mli2-sa8:lstm0=entropy"])
+    assert json.loads(res.stdout)["calibration_method"] == {"mli2-sa8": {"lstm0": "entropy"}}
+    bad = CliRunner().invoke(main, [*base, "--keep-float", "lstm7"])
+    assert bad.exit_code == 2 and "--keep-float: lstm7 is not a recurrent node of MODEL" in bad.output

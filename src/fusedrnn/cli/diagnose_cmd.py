@@ -20,12 +20,13 @@ from .. import example
 from .. import targets as _targets
 from ..cells.calibration import METHODS
 from ..errors import FusedRNNError
-from ..frontends import onnx as fonnx
 from ..frontends.diagnosis import METRICS, diagnose
-from . import diagnosis_report
+from . import diagnosis_report, render
+from . import options as options_mod
 from .calibration_opts import calibration_options, parse_methods
 from .common import CLIError, delayed_progress, stdout_console
 from .feeds import calibration_subset, load_feeds
+from .models import open_model
 
 DEFAULT_TARGETS = ("mli2-sa8", "litert-int8x16")
 
@@ -69,17 +70,22 @@ def json_safe(v):
               help="Timesteps per saturation window (0: one window).")
 @click.option("--no-saturation", "no_saturation", is_flag=True,
               help="Do not count saturation (it runs the integer kernels' slower NumPy loops).")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="HTML",
               help="Also write a self-contained HTML report (needs the 'report' extra).")
+@options_mod.model_options
+@options_mod.output_options
 def diagnose_cmd(model_path: Path | None, data: Path | None, calibration: Path | None, target_names,
                  calibration_methods, percentile: float, keep_float, metric: str, compare_methods: bool,
-                 goal: float | None, window: int, no_saturation: bool, as_json: bool, report_path: Path | None) -> None:
+                 goal: float | None, window: int, no_saturation: bool, report_path: Path | None, **kwargs) -> None:
     """Diagnose MODEL's accuracy loss on quantized targets: per recurrent node the error in isolation (only that
     node on the target) and cumulatively (every node on it), the sensitivity ranking, the chosen ranges and the
     saturation of each gate; calibration methods and float nodes that help.
 
-    Without MODEL, diagnoses the bundled example."""
+    MODEL: any format ``fusedrnn run`` takes. Without MODEL, diagnoses the bundled example. --format json (or
+    --json) prints everything the report shows; csv and markdown print the per-node table."""
+    model_opts, _ = options_mod.collect(kwargs)
+    fmt = options_mod.output_format(kwargs.pop("out_format"), kwargs.pop("as_json"))
+    as_json = fmt == "json"
     if report_path is not None:
         diagnosis_report.require_plotting()
         diagnosis_report.check_path(report_path)
@@ -96,12 +102,13 @@ def diagnose_cmd(model_path: Path | None, data: Path | None, calibration: Path |
         if name not in _targets.names():
             raise CLIError(f"--target: unknown target {name!r}; see 'fusedrnn targets'")
     choice = parse_methods(calibration_methods, percentile)
-    try:
-        model = fonnx.load(model_path)
-    except (FusedRNNError, OSError) as exc:
-        raise CLIError(f"MODEL: {exc}") from None
-    feeds, labels = load_feeds(model, data)
-    cal = calibration_subset(feeds) if calibration is None else load_feeds(model, calibration, "--calibration")[0]
+    loaded = open_model(model_path, model_opts, data)
+    model = loaded.model
+    layout = {"file_batch_first": model_opts.batch_first, "model_batch_first": loaded.batch_first,
+              "any_name": loaded.format != "onnx"}
+    feeds, labels = load_feeds(model, data, **layout)
+    cal = calibration_subset(feeds) if calibration is None else \
+        load_feeds(model, calibration, "--calibration", **layout)[0]
     if metric == "accuracy" and labels is None:
         raise CLIError("--metric: accuracy needs labels (an array 'y' in --data)")
     results = {"model": model_path.name, "data": data.name, "targets": {}}
@@ -123,8 +130,20 @@ def diagnose_cmd(model_path: Path | None, data: Path | None, calibration: Path |
         click.echo(f"report written to {report_path}", err=True)
     if as_json:
         click.echo(json.dumps(json_safe(results), indent=2))
-        return
-    _print(results)
+    elif fmt in ("csv", "markdown"):
+        keys = ["target", "node", "float", "isolated_snr_db", "cumulative_snr_db", "sensitivity", "calibration",
+                "max_saturated_percent"]
+        rows = []
+        for tname, entry in results["targets"].items():
+            for node in entry["ranking"]:
+                d = entry["nodes"][node]
+                sat = max((s["fraction"] for s in d.get("saturation", [])), default=None)
+                rows.append([tname, node, str(bool(d.get("float"))), _num((d.get("isolated") or {}).get("snr_db")),
+                             _num((d.get("cumulative") or {}).get("snr_db")), _num(d["sensitivity"], ".6f"),
+                             d.get("calibration", "-"), "-" if sat is None else f"{100 * sat:.4f}"])
+        click.echo((render.csv_text if fmt == "csv" else render.markdown_text)(keys, rows), nl=False)
+    else:
+        _print(results)
 
 
 def _print(results: dict) -> None:

@@ -17,6 +17,7 @@ from ..frontends import onnx as fonnx
 from . import options as options_mod
 from . import render
 from . import report as html_report
+from .calibration_opts import MethodChoice, calibration_options, parse_methods
 from .common import CLIError, delayed_progress, stdout_console
 from .feeds import CALIBRATION_SAMPLES, LABELS, calibration_subset, load_feeds
 from .models import node_roles, open_model
@@ -64,7 +65,8 @@ def _differences(out: dict, ref: dict) -> tuple[float, float, float | None, int]
 
 def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: int = 1, progress=None,
                     calibration: dict | None = None, compared: list[str] | None = None,
-                    keep: dict | None = None, timed: fonnx.Model | None = None) -> list[dict]:
+                    keep: dict | None = None, timed: fonnx.Model | None = None, methods: MethodChoice | None = None,
+                    keep_float: tuple[str, ...] = ()) -> list[dict]:
     """Run ``model`` on every target in ``chosen``; one row per target with ``accuracy_percent`` (argmax of the
     first output vs ``labels``; None without labels), ``agreement_percent`` (identical argmax predictions vs the
     fp32 run), ``max_abs_diff``, ``mean_abs_diff`` and ``snr_db`` (over every output, vs fp32), ``time_ms``
@@ -75,7 +77,9 @@ def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: 
     ``compared`` names the outputs the measurements cover (default: all of the model's); with ``keep`` (a dict)
     every output of every target that ran, the reference included, is kept as ``keep[target][output name]``.
     ``timed``: the model whose runs are timed (default ``model``; the CLI passes the uninstrumented model when
-    ``model`` records extra outputs for a report)."""
+    ``model`` records extra outputs for a report). ``methods``: the ``--calibration-method`` choices (each
+    quantized target's rows say which were used, ``calibration``); ``keep_float``: recurrent nodes that stay in
+    float on every target."""
     order = [t.name for t in chosen]
     ref_name = REFERENCE if REFERENCE in registry.names() else order[0]
     runs = order if ref_name in order else [ref_name, *order]
@@ -88,9 +92,12 @@ def compare_targets(model: fonnx.Model, feeds: dict, labels, chosen, *, repeat: 
         if progress is not None:
             progress.begin(name)
         target = registry.get(name)
+        settings = None
+        if target.needs_calibration:
+            settings = methods.for_target(name, cal) if methods is not None else cal
         try:
-            m = model.to(target, calibration=cal if target.needs_calibration else None)
-            t_model = m if timed is None else timed.to(target, calibration=cal if target.needs_calibration else None)
+            m = model.to(target, calibration=settings, keep_float=keep_float)
+            t_model = m if timed is None else timed.to(target, calibration=settings, keep_float=keep_float)
         except FusedRNNError as exc:
             if name == ref_name:
                 raise
@@ -165,8 +172,15 @@ def _print_notes(console, rows: list[dict], facts: dict | None = None) -> None:
         if ran:
             which = f"every target that ran ({len(ran)})" if len(ran) == len(rows) or len(ran) > 3 else \
                 ", ".join(ran)
+            kept = facts.get("kept_float") or []
+            emulated = [n for n in emulated if n not in kept]
             say(f"emulated on {which}: {', '.join(emulated) or 'no node (the model ran in float)'}")
-            say(f"float on every target: {', '.join(floats) if floats else 'none'}")
+            say(f"float on every target: {', '.join(kept + floats) if kept or floats else 'none'}")
+            methods = facts.get("calibration_method") or {}
+            if methods and methods != {"*": {"*": "sdk"}}:
+                say("calibration methods: " + "; ".join(
+                    f"{t}: " + ", ".join(f"{n}={m}" if n != "*" else m for n, m in nodes.items())
+                    for t, nodes in methods.items()))
     for r in rows:
         if r["error"] is not None:
             say(f"{r['target']}: cannot run: {r['error']}")
@@ -194,8 +208,8 @@ def _shared_options(fn):
                           "over timesteps, per-node errors); needs the '{html_report.EXTRA}' extra.".replace(
                               "{html_report.EXTRA}", html_report.EXTRA)),
     ]
-    fn = options_mod.progress_option(options_mod.gate_options(options_mod.output_options(
-        options_mod.model_options(fn))))
+    fn = calibration_options(options_mod.progress_option(options_mod.gate_options(options_mod.output_options(
+        options_mod.model_options(fn)))))
     for option in reversed(options):
         fn = option(fn)
     return fn
@@ -203,7 +217,8 @@ def _shared_options(fn):
 
 def _evaluate(model_path: Path | None, data: Path | None, target_names, calibration: Path | None, repeat: int,
               quiet: bool, report: Path | None = None, model_opts: ModelOptions | None = None,
-              gates: Gates | None = None, lines: bool = False) -> tuple[dict, list[dict]]:
+              gates: Gates | None = None, lines: bool = False, methods: MethodChoice | None = None,
+              keep_float: tuple[str, ...] = ()) -> tuple[dict, list[dict]]:
     """Load MODEL and the npz files, run every target (and write the HTML ``report``); returns (header facts,
     result rows). Each row also says which nodes ran emulated and which stayed float (``emulated``,
     ``float``)."""
@@ -224,6 +239,10 @@ def _evaluate(model_path: Path | None, data: Path | None, target_names, calibrat
     loaded = open_model(model_path, model_opts, data)
     model = loaded.model
     recurrent, floats = node_roles(loaded)
+    unknown = [n for n in keep_float if n not in model.recurrent_nodes]
+    if unknown:
+        raise CLIError(f"--keep-float: {', '.join(unknown)} is not a recurrent node of MODEL; its recurrent nodes are "
+                       f"{', '.join(model.recurrent_nodes) or 'none'}")
     if not recurrent and not gates.allow_float:
         raise CLIError(f"MODEL: {model_path.name} has no recurrent node (LSTM, GRU, RNN, ...; an LSTM unrolled at "
                        f"export has none): every target would run it in float and agree with fp32 exactly; pass "
@@ -234,17 +253,21 @@ def _evaluate(model_path: Path | None, data: Path | None, target_names, calibrat
     cal = None if calibration is None else load_feeds(model, calibration, "--calibration", **layout)[0]
     samples = next((int(a.shape[0]) for a in feeds.values() if a.ndim), 1)
     facts = {"model": str(model_path), "format": loaded.format, "data": str(data), "samples": samples,
-             "reference": REFERENCE, "emulated_nodes": recurrent, "float_nodes": floats}
+             "reference": REFERENCE, "emulated_nodes": recurrent, "float_nodes": floats,
+             "calibration_method": (methods.describe() if methods else {}) or {"*": {"*": "sdk"}},
+             "kept_float": list(keep_float)}
     try:
         if report is None:
             with delayed_progress("running", enabled=not quiet, lines=lines) as steps:
-                rows = compare_targets(model, feeds, labels, chosen, repeat=repeat, progress=steps, calibration=cal)
+                rows = compare_targets(model, feeds, labels, chosen, repeat=repeat, progress=steps, calibration=cal,
+                                       methods=methods, keep_float=keep_float)
             return facts, _with_roles(rows, recurrent, floats)
         probed, probes = html_report.instrument(model)
         kept: dict = {}
         with delayed_progress("running", enabled=not quiet, lines=lines) as steps:
             rows = compare_targets(probed, feeds, labels, chosen, repeat=repeat, progress=steps, calibration=cal,
-                                   compared=[o.name for o in model.outputs], keep=kept, timed=model)
+                                   compared=[o.name for o in model.outputs], keep=kept, timed=model,
+                                   methods=methods, keep_float=keep_float)
         with delayed_progress("writing report", enabled=not quiet) as steps:
             text = html_report.build({**facts, "reference": _reference(kept)}, rows, kept,
                                      [o.name for o in model.outputs], probes, metrics=METRICS, cell=_cell,
@@ -358,10 +381,13 @@ def _finish(facts: dict, rows: list[dict], gates: Gates) -> None:
 
 def _command(model_path, kwargs: dict, *, per_target: bool) -> None:
     model_opts, gates = options_mod.collect(kwargs)
+    methods = parse_methods(kwargs.pop("calibration_methods"), kwargs.pop("percentile"))
+    keep_float = tuple(kwargs.pop("keep_float"))
     fmt = options_mod.output_format(kwargs.pop("out_format"), kwargs.pop("as_json"))
     enabled, lines = _lines(kwargs.pop("progress"), fmt)
     facts, rows = _evaluate(model_path, kwargs["data"], kwargs["target_names"], kwargs["calibration"],
-                            kwargs["repeat"], not enabled, kwargs["report_path"], model_opts, gates, lines)
+                            kwargs["repeat"], not enabled, kwargs["report_path"], model_opts, gates, lines,
+                            methods=methods, keep_float=keep_float)
     _print_rows(facts, rows, fmt, per_target=per_target)
     _finish(facts, rows, gates)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from litert_kernel_cases import rnn_model
 from test_litert_random import random_float_lstm, run_interpreter
 
 from fusedrnn.targets.litert.graph import load
@@ -52,3 +53,22 @@ def test_two_layer_hybrid_stack_200_steps_bit_exact(case):
     y1 = first(x)
     np.testing.assert_array_equal(y1, y1_ref)
     np.testing.assert_array_equal(second(y1), y2_ref)
+
+
+@pytest.mark.parametrize("op,time_major", [("UNIDIRECTIONAL_SEQUENCE_RNN", True),
+                                           ("UNIDIRECTIONAL_SEQUENCE_RNN", False), ("RNN", False)])
+def test_hybrid_rnn_tanh_bit_exact(op, time_major):
+    """A hybrid TANH RNN with 3 x 5 outputs per step (whole packets and a scalar tail); the schema has no SIGMOID
+    fused activation, so an RNN never needs the position-dependent logistic."""
+    B, H, I, T = 3, 5, 4, 40 if op != "RNN" else 1
+    rng = np.random.default_rng(len(op) + 7 * time_major)
+    model = rnn_model(op, batches=B, units=H, size=I, weights=rng.uniform(-1, 1, (H, I)) * 1.5,
+                      recurrent_weights=rng.uniform(-1, 1, (H, H)), bias=rng.uniform(-1, 1, H),
+                      weight_type="INT8", time_major=time_major, seq=T, activation="TANH")
+    shape = (B, I) if op == "RNN" else ((T, B, I) if time_major else (B, T, I))
+    xs = [(rng.standard_normal(shape) * 2).astype(np.float32) for _ in range(3)]
+    want = run_interpreter(model, xs)
+    ours = load(model)
+    assert ours.ops[0].kind == "hybrid"
+    for k, x in enumerate(xs):
+        np.testing.assert_array_equal(ours(x), want[k], err_msg=f"invoke {k}")

@@ -15,6 +15,7 @@ arguments and calls the core.
 * :mod:`.int_matmul` — exact integer matrix products through float32 / float64 BLAS (bounds stated in the code;
   the function is ``numerics.int_matmul.int_matmul``, so that the module name stays importable);
 * :mod:`.gemmlowp` — TFLite's quantized multipliers, rounding shifts and gemmlowp fixed-point exp, logistic, tanh.
+* :mod:`.eigen` — the LiteRT interpreter's float32 tanh and logistic (Eigen's, SSE without FMA) bit for bit.
 """
 
 from .affine import (

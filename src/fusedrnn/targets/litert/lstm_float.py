@@ -3,8 +3,10 @@
 TFLite's float step is the engine's LSTM with coupling "cifg", peepholes (the output gate reading the new cell),
 layer norm (ε = 1e-8 inside the square root, bias after it), ``cell_clip``, projection with ``proj_clip`` and
 diagonal recurrence; the aux input of the bidirectional op is folded in as extra input columns. The fused
-activation is the engine's g and h activation. float32 throughout; the interpreter's Eigen sigmoid/tanh differ
-from NumPy's by ~1e-7.
+activation is the engine's g and h activation. float32 throughout, but not bit for bit: the engine's exact
+sigmoid/tanh differ from the interpreter's Eigen ones (:mod:`fusedrnn.numerics.eigen`, which the hybrid kernel
+uses) by an ulp or two, and its float GEMMs sum in another order than the interpreter's, so outputs agree to float32
+rounding (~1e-7).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedFeatureError
-from ...numerics import core
+from ...numerics import core, eigen
 from ...numerics.affine import tflite_quantize_rows_asymmetric, tflite_quantize_rows_symmetric
 from ...numerics.int_matmul import IntMatrix
 from .slots import (
@@ -57,10 +57,6 @@ def hybrid_values(t) -> np.ndarray | None:
     if t.type_name in ("INT8", "UINT8"):
         return (hybrid_codes(t).astype(_F32) * _F32(per_tensor(t, t.name)[0])).astype(_F32)
     return np.asarray(t.data, _F32)
-
-
-def _sigmoid(v: np.ndarray) -> np.ndarray:
-    return (1.0 / (1.0 + np.exp(-v.astype(np.float64)))).astype(_F32)
 
 
 SPARSE_BLOCK = 16  # SparseMatrixBatchVectorMultiplyAccumulate's 1 x 16 blocks
@@ -170,11 +166,12 @@ class HybridLstmKernel:
         return q, s, None
 
     def _ln(self, v: np.ndarray, g: int) -> np.ndarray:
-        """PortableMeanStddevNormalization (float32, ε = 1e-8 inside the sqrt), · L, + bias."""
+        """PortableMeanStddevNormalization (float32, ε = 1e-8 inside the sqrt), · L, + bias. Its sums run left to
+        right in float32 (``cumsum``; NumPy's ``sum`` adds pairwise and rounds differently)."""
         n = _F32(v.shape[-1])
-        mean = (v.sum(axis=-1, keepdims=True, dtype=_F32) / n).astype(_F32)
+        mean = (np.cumsum(v, axis=-1, dtype=_F32)[..., -1:] / n).astype(_F32)
         d = (v - mean).astype(_F32)
-        var = ((d * d).sum(axis=-1, keepdims=True, dtype=_F32) / n).astype(_F32)
+        var = (np.cumsum((d * d).astype(_F32), axis=-1, dtype=_F32)[..., -1:] / n).astype(_F32)
         inv = (_F32(1) / np.sqrt(var + _F32(1e-8))).astype(_F32)
         out = (d * inv).astype(_F32) * self.L[g]
         b = self.t[GATE_BIASES[g]]
@@ -197,6 +194,12 @@ class HybridLstmKernel:
         c = np.array(state[1], _F32)
         y = np.empty((T, B, self.n_output), _F32)
         gi = {g: j for j, g in enumerate(self.gates)}
+        # where each gate's activation writes: LiteRT's scratch buffer holds the gates in the order (i,) c, f, o,
+        # B x n_cell floats each; the batch-major kernel calls it once per batch row (Eigen's logistic depends on
+        # the destination's alignment, see numerics.eigen)
+        slot = {g: k for k, g in enumerate(([] if self.cifg else [I_GATE]) + [C_GATE, F_GATE, O_GATE])}
+        at = {g: k * B * H for g, k in slot.items()}
+        rows = not self.opts.time_major
         for step in (range(T - 1, -1, -1) if reverse else range(T)):
             acc = acc_in[step].copy()
             if self.diag:
@@ -217,7 +220,8 @@ class HybridLstmKernel:
                     v = v + self.P[g] * c
                 if self.ln:
                     v = self._ln(v, g)
-                gates[g] = apply_fused_activation(v.astype(_F32), self.act) if g == C_GATE else _sigmoid(v)
+                gates[g] = (apply_fused_activation(v.astype(_F32), self.act, start=at[g], rows=rows) if g == C_GATE
+                            else eigen.logistic(v, at[g], rows))
             f = gates[F_GATE]
             i = (_F32(1) - f) if self.cifg else gates[I_GATE]
             c = (f * c).astype(_F32)
@@ -229,8 +233,9 @@ class HybridLstmKernel:
                 v = v + self.P[O_GATE] * c
             if self.ln:
                 v = self._ln(v, O_GATE)
-            o = _sigmoid(v)
-            m = (apply_fused_activation(c.copy(), self.act) * o).astype(_F32)
+            o = eigen.logistic(v, at[O_GATE], rows)
+            # the cell activation writes into the cell gate's scratch
+            m = (apply_fused_activation(c.copy(), self.act, start=at[C_GATE], rows=rows) * o).astype(_F32)
             if self.proj is not None:
                 h = np.zeros((B, self.n_output), _F32) if self.proj_bias is None else \
                     np.tile(self.proj_bias, (B, 1)).astype(_F32)

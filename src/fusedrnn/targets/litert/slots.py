@@ -14,6 +14,7 @@ import numpy as np
 
 from ... import conventions
 from ...errors import AttributeValueError, DTypeError, ShapeError, UnsupportedFeatureError
+from ...numerics import eigen
 from .reader import TensorInfo
 
 # LSTM / UNIDIRECTIONAL_SEQUENCE_LSTM input slots (lstm_shared.h)
@@ -75,10 +76,13 @@ GRU_SLOTS = {"input": 0, "hidden_state": 1, "gate_weight": 2, "gate_bias": 3, "c
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
 
 
-def apply_fused_activation(v: np.ndarray, name: str) -> np.ndarray:
-    """In place: TFLite's ``ApplyActivationToVector`` (float). Returns v."""
+def apply_fused_activation(v: np.ndarray, name: str, *, start: int = 0, rows: bool = False) -> np.ndarray:
+    """In place: TFLite's ``ApplyActivationToVector`` (float). Returns v. TANH and SIGMOID are the interpreter's
+    Eigen functions bit for bit (:mod:`fusedrnn.numerics.eigen`); the sigmoid of an element depends on where the
+    kernel's destination buffer lies: ``start`` is its offset in floats from an aligned buffer start, ``rows``
+    says each last-axis row is a separate call (see :func:`fusedrnn.numerics.eigen.logistic`)."""
     if name == "TANH":
-        np.tanh(v, out=v)
+        v[...] = eigen.tanh(v)
     elif name == "RELU":
         np.maximum(v, 0, out=v)
     elif name == "RELU6":
@@ -86,7 +90,7 @@ def apply_fused_activation(v: np.ndarray, name: str) -> np.ndarray:
     elif name == "RELU_N1_TO_1":
         np.clip(v, -1, 1, out=v)
     elif name == "SIGMOID":
-        v[...] = 1.0 / (1.0 + np.exp(-v.astype(np.float64)))
+        v[...] = eigen.logistic(v, start, rows)
     elif name == "SIGN_BIT":
         v[...] = np.signbit(v).astype(v.dtype)
     elif name != "NONE":

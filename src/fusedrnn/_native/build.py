@@ -67,8 +67,11 @@ LIBRARIES: dict[str, NativeLibrary] = {lib.name: lib for lib in (
                   ("-ffp-contract=off", "-fwrapv", "-fno-fast-math", "-fno-trapping-math")),
     # onnxruntime's DynamicQuantizeLSTM: float32 operations rounded one by one, FMAs only where MLAS has them
     NativeLibrary("ortq", "cells/compiled/_ortq.c", (), "ortq_abi_version", ("-ffp-contract=off",)),
+    # the C library's expf over arrays, call for call (numerics/eigen.py)
+    NativeLibrary("libm", "numerics/_libm.c", (), "fusedrnn_libm_abi",
+                  ("-ffp-contract=off", "-fno-fast-math", "-fno-tree-vectorize")),
 )}
-"""The six C libraries, by the name the loader and the manifest use."""
+"""The seven C libraries, by the name the loader and the manifest use."""
 
 
 @dataclass(frozen=True)

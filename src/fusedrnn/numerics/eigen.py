@@ -31,6 +31,8 @@ import ctypes.util
 
 import numpy as np
 
+from .. import _native
+
 _F32 = np.float32
 PACKET = 4
 """Floats per SSE packet: the vector loop's width (and the destination alignment it seeks, 16 bytes)."""
@@ -93,6 +95,15 @@ def logistic_packet(x: np.ndarray) -> np.ndarray:
         return np.where(x < LOGISTIC_LO, _F32(0), out).astype(_F32)
 
 
+def _bind(lib: ctypes.CDLL) -> None:
+    lib.fusedrnn_expf.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+    lib.fusedrnn_expf.restype = None
+
+
+LIBM = _native.Library("libm", 1, _bind)
+"""numerics/_libm.c: the C library's expf over an array in one call."""
+
+
 def _load_expf():
     name = ctypes.util.find_library("m") or ctypes.util.find_library("c")
     try:
@@ -108,8 +119,15 @@ _EXPF = _load_expf()
 
 
 def expf(x: np.ndarray) -> np.ndarray:
-    """The C library's float ``expf`` of every element (float32), or float32(exp(float64)) without one."""
-    x = np.asarray(x, _F32)
+    """The C library's float ``expf`` of every element (float32): one call of the compiled loop
+    (numerics/_libm.c); without it the C library's expf element by element through ctypes (slow), or
+    float32(exp(float64)) without a C library."""
+    x = np.ascontiguousarray(x, _F32)
+    lib = LIBM.load()
+    if lib is not None:
+        out = np.empty_like(x)
+        lib.fusedrnn_expf(x.ctypes.data, out.ctypes.data, x.size)
+        return out
     if _EXPF is None:  # pragma: no cover
         with np.errstate(over="ignore"):
             return np.exp(x.astype(np.float64)).astype(_F32)

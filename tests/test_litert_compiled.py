@@ -114,9 +114,9 @@ def test_compiled_equals_numpy_on_random_kernels(seed):
 
 @needs_cc
 @pytest.mark.parametrize("seed", range(4))
-def test_compiled_equals_numpy_across_chunks_and_larger_shapes(seed, monkeypatch):
-    """Several chunks of input products (forward and reverse) and gate blocks wider than the GEMV's 64 columns."""
-    monkeypatch.setattr(_compiled, "CHUNK_VALUES", 3000)
+def test_compiled_equals_numpy_on_longer_sequences_and_larger_shapes(seed):
+    """Longer sequences (forward and reverse), batches of 1 to 8 rows (the dot products' blocks of four rows and
+    the rows left over) and gate blocks wider than the dot products' 64 columns."""
     rng = np.random.default_rng(1000 + seed)
     k, x, state, _ = _case(rng, T=int(rng.integers(20, 40)), B=int(rng.integers(1, 9)))
     for rev in (False, True):

@@ -9,14 +9,13 @@
  * requantization and the projection, in the integer arithmetic of _arith.py / gemmlowp (int64 holding the C++
  * int16 / int32 values).
  *
- * Dot products (dots): with AVX-512 VNNI, vpdpbusd multiplies unsigned by signed bytes, four pairs per int32
- * lane: the int8 operand x is offset to x + 128 (uint8) and the accumulators start at off[j] = -128 * sum_k W[k, j]
- * so that sum_k (x_k + 128) W[k, j] + off[j] = sum_k x_k W[k, j] (mod 2^32, hence exact whenever the C++ sum is:
- * its int32 accumulator wraps the same way). Without VNNI: int16 pairs and vpmaddwd (|x|, |W| <= 128, so every
- * pair sum fits int32), or plain C.
+ * Dot products (dots): with AVX-512 VNNI, vpdpbusd on uint8-offset operands (../_int8_dot.h); without VNNI:
+ * int16 pairs and vpmaddwd (|x|, |W| <= 128, so every pair sum fits int32), or plain C.
  */
 #include <stdint.h>
 #include <string.h>
+
+#include "../_int8_dot.h"
 
 #define LITERT_ABI 4
 int litert_abi_version(void) { return LITERT_ABI; }
@@ -212,74 +211,12 @@ static __attribute__((unused)) void gemv(const int16_t *x, const int16_t *W, int
 }
 #endif
 
-#if defined(__AVX512VNNI__)
-/* acc[b, j] = off[j] + sum_k xu[b, k] W8[k, j] (mod 2^32) for uint8 xu [B, K4] (K4 a multiple of 4), W8 as
- * [K4/4, N, 4] quads, N a multiple of 64: vpdpbusd, four rows of x per pass over a block of 64 columns */
-#define DP(acc, x, w) _mm512_dpbusd_epi32(acc, x, w)
-static void gemv_u8(const uint8_t *xu, const int8_t *W, const int32_t *off, int32_t *acc, int B, int K4, int N) {
-    const int Kq = K4 / 4;
-    for (int j = 0; j < N; j += 64) {
-        const __m512i o0 = _mm512_loadu_si512(off + j), o1 = _mm512_loadu_si512(off + j + 16);
-        const __m512i o2 = _mm512_loadu_si512(off + j + 32), o3 = _mm512_loadu_si512(off + j + 48);
-        int b = 0;
-        for (; b + 4 <= B; b += 4) {
-            const int32_t *x0 = (const int32_t *)(xu + (int64_t)b * K4), *x1 = x0 + Kq, *x2 = x1 + Kq, *x3 = x2 + Kq;
-            __m512i a0 = o0, a1 = o1, a2 = o2, a3 = o3, b0 = o0, b1 = o1, b2 = o2, b3 = o3;
-            __m512i c0 = o0, c1 = o1, c2 = o2, c3 = o3, d0 = o0, d1 = o1, d2 = o2, d3 = o3;
-            for (int kq = 0; kq < Kq; kq++) {
-                const int8_t *w = W + ((int64_t)kq * N + j) * 4;
-                const __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + 64);
-                const __m512i w2 = _mm512_loadu_si512(w + 128), w3 = _mm512_loadu_si512(w + 192);
-                __m512i h = _mm512_set1_epi32(x0[kq]);
-                a0 = DP(a0, h, w0); a1 = DP(a1, h, w1); a2 = DP(a2, h, w2); a3 = DP(a3, h, w3);
-                h = _mm512_set1_epi32(x1[kq]);
-                b0 = DP(b0, h, w0); b1 = DP(b1, h, w1); b2 = DP(b2, h, w2); b3 = DP(b3, h, w3);
-                h = _mm512_set1_epi32(x2[kq]);
-                c0 = DP(c0, h, w0); c1 = DP(c1, h, w1); c2 = DP(c2, h, w2); c3 = DP(c3, h, w3);
-                h = _mm512_set1_epi32(x3[kq]);
-                d0 = DP(d0, h, w0); d1 = DP(d1, h, w1); d2 = DP(d2, h, w2); d3 = DP(d3, h, w3);
-            }
-            int32_t *r = acc + (int64_t)b * N + j;
-            _mm512_storeu_si512(r, a0); _mm512_storeu_si512(r + 16, a1);
-            _mm512_storeu_si512(r + 32, a2); _mm512_storeu_si512(r + 48, a3);
-            r += N;
-            _mm512_storeu_si512(r, b0); _mm512_storeu_si512(r + 16, b1);
-            _mm512_storeu_si512(r + 32, b2); _mm512_storeu_si512(r + 48, b3);
-            r += N;
-            _mm512_storeu_si512(r, c0); _mm512_storeu_si512(r + 16, c1);
-            _mm512_storeu_si512(r + 32, c2); _mm512_storeu_si512(r + 48, c3);
-            r += N;
-            _mm512_storeu_si512(r, d0); _mm512_storeu_si512(r + 16, d1);
-            _mm512_storeu_si512(r + 32, d2); _mm512_storeu_si512(r + 48, d3);
-        }
-        for (; b < B; b++) {
-            const int32_t *x0 = (const int32_t *)(xu + (int64_t)b * K4);
-            __m512i a0 = o0, a1 = o1, a2 = o2, a3 = o3;
-            for (int kq = 0; kq < Kq; kq++) {
-                const int8_t *w = W + ((int64_t)kq * N + j) * 4;
-                const __m512i h = _mm512_set1_epi32(x0[kq]);
-                a0 = DP(a0, h, _mm512_loadu_si512(w)); a1 = DP(a1, h, _mm512_loadu_si512(w + 64));
-                a2 = DP(a2, h, _mm512_loadu_si512(w + 128)); a3 = DP(a3, h, _mm512_loadu_si512(w + 192));
-            }
-            int32_t *r = acc + (int64_t)b * N + j;
-            _mm512_storeu_si512(r, a0); _mm512_storeu_si512(r + 16, a1);
-            _mm512_storeu_si512(r + 32, a2); _mm512_storeu_si512(r + 48, a3);
-        }
-    }
-}
-#endif
-
 /* acc [B, N] = x [B, K] (int16 rows holding int8 values, K even, padding 0) times matrix m [K, N] */
 static void dots(const lstm_args *a, const int16_t *x, int K, const mat_t *m, int N, int32_t *acc) {
-#if defined(__AVX512VNNI__)
-    const int K4 = (K + 3) & ~3, B = a->B;
-    for (int b = 0; b < B; b++) {
-        const int16_t *restrict src = x + (int64_t)b * K;
-        uint8_t *restrict dst = a->xu + (int64_t)b * K4;
-        for (int k = 0; k < K; k++) dst[k] = (uint8_t)(src[k] + 128);
-        for (int k = K; k < K4; k++) dst[k] = 128;
-    }
-    gemv_u8(a->xu, m->w8, m->off, acc, B, K4, N);
+#if I8DOT_VNNI
+    const int K4 = (K + 3) & ~3;
+    i8dot_offset_rows16(x, K, K, a->xu, K4, a->B);
+    i8dot_gemm(a->xu, K4, m->w8, m->off, acc, N, a->B, N);
 #else
     gemv(x, m->w16, acc, a->B, K, N);
 #endif

@@ -148,11 +148,22 @@ def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None, lib=N
                 cache[key + ("pair",)] = pair0  # keeps pair0 (and so its id) alive with the entry
         cs = np.ascontiguousarray(mat.column_sums, np.int64)
         a.cs, a.bias = cs.ctypes.data, bt.ctypes.data
-        fbuf = np.empty((min(T, step) * B, b.size), mat.dtype)
+        # sa8: the products in the kernel (int8 x int8 -> int32), else one exact float GEMM per chunk of steps
+        packed = _weights_q(cache, ("wi_q", tag), mat.b) if flavor == "sa8" else None
+        if packed is not None:
+            a.f64 = 2
+            fbuf = np.empty((min(T, step) * B, packed[0].shape[1]), np.int32)
+            scratch = np.empty(C.i8_scratch_bytes(min(T, step) * B, N), np.uint8)
+        else:
+            fbuf = np.empty((min(T, step) * B, b.size), mat.dtype)
         for t0 in range(0, T, step):
             t1 = min(T, t0 + step)
             rows = (t1 - t0) * B
-            f = mat.matmul_float(xs[t0:t1].reshape(rows, N), out=fbuf[:rows], check=False)
+            if packed is not None:
+                f = C.i8_products(lib, np.ascontiguousarray(xs[t0:t1].reshape(rows, N)), packed[0], packed[1],
+                                  fbuf[:rows], scratch)
+            else:
+                f = mat.matmul_float(xs[t0:t1].reshape(rows, N), out=fbuf[:rows], check=False)
             a.R, a.ld, a.accf = rows, f.strides[0] // f.itemsize, f.ctypes.data
             a.out = r0[t0:t1].ctypes.data
             lib.mli2_partials(a)
@@ -390,6 +401,28 @@ def _weights_t(cache, key: str, W) -> tuple[np.ndarray, np.ndarray]:
     return w
 
 
+def _weights_q(cache, key, st) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None:
+    """sa8 weights [K, N] for the kernel's int8 products: (pair-packed int16, (int8 quads, offsets)) or None
+    (a weight outside int8); kept in ``cache`` under ``key`` when given (``key[1]`` None: not cached)."""
+    if cache is not None and key[1] is not None and key in cache:
+        return cache[key]
+    q = C.quad_packed_int8(st)
+    w = None if q is None else (C.pair_packed_int16(st), q)
+    if cache is not None and key[1] is not None:
+        cache[key] = w
+    return w
+
+
+def _set_quads(a, keep, cache, key: str, W, which: str) -> None:
+    """sa8 recurrent weights also as int8 quads (``a.W8`` / ``a.Wn8`` and their offsets) for the kernel's
+    vpdpbusd products; left NULL (gemm32) where a weight is outside int8."""
+    w = _weights_q(cache, (key, "rec"), _stack(W))
+    if w is not None:
+        q, off = w[1]
+        setattr(a, which, keep(q))
+        setattr(a, "off_w" if which == "W8" else "off_n", keep(off))
+
+
 def _set_pair(a, pair, g0: int, n: int) -> None:
     if pair.flavor == "sa8":
         mul = np.broadcast_to(A.i64(pair.out_mul), (n,))
@@ -420,6 +453,7 @@ def _base(flavor, mode, r0, M, reverse, wrap, valid, h, G):
     a.acc = keep(np.empty((B, G * M), np.int64))
     a.acc32 = keep(np.empty((B, C.padded_columns(G * M)), np.int32))
     a.tmp = keep(np.empty((B, 8 * M), np.int64))
+    a.xu = keep(np.empty((B, -(-M // 4) * 4), np.uint8))
     return keep, a, h, Y
 
 
@@ -436,6 +470,8 @@ def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, lut
     a.c = c.ctypes.data
     wt, w2 = _weights_t(cache, "wo_t16", Wo)
     a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(rmat.column_sums, np.int64)
+    if flavor == "sa8":
+        _set_quads(a, keep, cache, "wo_q8", Wo, "W8")
     qs, qt = (SA8_OUT["sigm"], SA8_OUT["tanh"]) if flavor == "sa8" else (15, 15)
     a.sig, a.tnh = _actc(keep, "sigm", qir, flavor, luts, mode), _actc(keep, "tanh", qir, flavor, luts, mode)
     qa = q.cell
@@ -462,6 +498,9 @@ def _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap, h, q, qir, pairs, l
     a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(mat_zr.column_sums, np.int64)
     wt, w2 = _weights_t(cache, "wo_n_t16", Wo[_N])
     a.Wn, a.Wn2, a.np_n, a.csn = keep(wt), keep(w2), w2.shape[1], keep(mat_n.column_sums, np.int64)
+    if flavor == "sa8":
+        _set_quads(a, keep, cache, "wo_zr_q8", Wo[_ZR], "W8")
+        _set_quads(a, keep, cache, "wo_n_q8", Wo[_N], "Wn8")
     qs, qt = (SA8_OUT["sigm"], SA8_OUT["tanh"]) if flavor == "sa8" else (15, 15)
     a.sig, a.tnh = _actc(keep, "sigm", qir, flavor, luts, mode), _actc(keep, "tanh", qir, flavor, luts, mode)
     a.one = int(one[0])

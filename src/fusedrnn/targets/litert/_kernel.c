@@ -196,6 +196,38 @@ static __attribute__((unused)) void gemv(const int16_t *x, const int16_t *W, int
         }
     }
 }
+#elif defined(__AVX2__)
+#include <immintrin.h>
+/* the same with 256-bit vpmaddwd: blocks of 32 columns, two rows at a time */
+static __attribute__((unused)) void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K, int N) {
+#define MADD2(acc, x, w) _mm256_add_epi32(acc, _mm256_madd_epi16(x, w))
+    for (int j = 0; j < N; j += 32) {
+        int b = 0;
+        for (; b < B; b += 2) {
+            const int two = b + 1 < B;
+            const int32_t *x0 = (const int32_t *)(x + (int64_t)b * K);
+            const int32_t *x1 = (const int32_t *)(x + (int64_t)(b + two) * K);
+            __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+            for (int kp = 0; kp < K / 2; kp++) {
+                const int16_t *w = W + ((int64_t)kp * N + j) * 2;
+                const __m256i w0 = _mm256_loadu_si256((const __m256i *)w), w1 = _mm256_loadu_si256((const __m256i *)(w + 16));
+                const __m256i w2 = _mm256_loadu_si256((const __m256i *)(w + 32)), w3 = _mm256_loadu_si256((const __m256i *)(w + 48));
+                const __m256i h0 = _mm256_set1_epi32(x0[kp]), h1 = _mm256_set1_epi32(x1[kp]);
+                a0 = MADD2(a0, h0, w0); a1 = MADD2(a1, h0, w1); a2 = MADD2(a2, h0, w2); a3 = MADD2(a3, h0, w3);
+                c0 = MADD2(c0, h1, w0); c1 = MADD2(c1, h1, w1); c2 = MADD2(c2, h1, w2); c3 = MADD2(c3, h1, w3);
+            }
+            int32_t *o0 = acc + (int64_t)b * N + j;
+            _mm256_storeu_si256((__m256i *)o0, a0); _mm256_storeu_si256((__m256i *)(o0 + 8), a1);
+            _mm256_storeu_si256((__m256i *)(o0 + 16), a2); _mm256_storeu_si256((__m256i *)(o0 + 24), a3);
+            if (two) {
+                int32_t *o1 = o0 + N;
+                _mm256_storeu_si256((__m256i *)o1, c0); _mm256_storeu_si256((__m256i *)(o1 + 8), c1);
+                _mm256_storeu_si256((__m256i *)(o1 + 16), c2); _mm256_storeu_si256((__m256i *)(o1 + 24), c3);
+            }
+        }
+    }
+#undef MADD2
+}
 #else
 static __attribute__((unused)) void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K, int N) {
     for (int b = 0; b < B; b++) {

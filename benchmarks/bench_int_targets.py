@@ -96,9 +96,10 @@ def main(argv=None) -> int:
     results = [r for shape in a.shapes.split(",") for r in run_shape(shape, targets, profile)]
     rows, styles = [], []
     for r in results:
+        goal = "-" if r["goal_ratio"] is None else f"<= {r['goal_ratio']:.1f}x"
         rows.append([r["shape"], r["target"], r["baseline"], f"{r['fp32']['median_ms']:.2f}",
-                     f"{r['timing']['median_ms']:.2f}", f"{r['ratio_vs_fp32']:.2f}x",
-                     "-" if r["goal_ratio"] is None else f"<= {r['goal_ratio']:.1f}x", f"{r['max_abs_diff_vs_fp32']:.3g}"])
+                     f"{r['timing']['median_ms']:.2f}", f"{r['ratio_vs_fp32']:.2f}x", goal,
+                     f"{r['max_abs_diff_vs_fp32']:.3g}"])
         styles.append([None] * 8 if r["ok"] else [None] * 5 + ["red", "red", None])
     out.table("Integer targets vs our float32 (ratio = median over rounds of target / fp32, timed in the same round)",
               ["shape", "target", "baseline", "fp32 ms", "target ms", "ratio", "goal", "max|diff|"], rows, styles)

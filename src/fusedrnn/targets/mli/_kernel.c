@@ -1,14 +1,15 @@
 /* fusedrnn MLI compiled recurrence: the time loops of the MLI 2.0 LSTM / GRU cells (cells.py) and the MLI 1.x
  * LSTM cell (mli1.py), bit-exact with those NumPy paths, which stay the reference.
  *
- * Built at first use by fusedrnn.targets.mli._compiled (cc -O3 -march=native, ctypes, no Python C-API). The
- * Python side precomputes the input partials of every step (one exact GEMM) and every table: activations (all
- * possible inputs) and, for sa8, the element-wise MUL / ADD / SUB of every int8 operand pair. This file does per
- * step the recurrent dot products (exact integer arithmetic), their requantization, the saturating sum with the
- * input partial, and the element-wise cell update. Integer helpers mirror _arith.py (mli_math.h semantics).
- * Where every partial sum provably fits int32 (sa8, fx16_fx8_fx8 without wrapping), the recurrent product is
- * an int16 multiply-add GEMM on pair-packed weights (gemm32: AVX-512 and AVX2 panels of one macro, or plain C),
- * and requantizations whose parameters rule out saturation use rq_fast (same results, vectorisable).
+ * Built by fusedrnn._native per instruction-set level (ctypes, no Python C-API). The Python side precomputes
+ * the input partials of every step (products from mli_i8_products for sa8, else one exact float GEMM, finished by
+ * mli2_partials) and every table: activations (all possible inputs) and, for sa8, the element-wise MUL / ADD /
+ * SUB of every int8 operand pair. This file does per step the recurrent dot products (exact integer arithmetic),
+ * their requantization, the saturating sum with the input partial, and the element-wise cell update. Integer
+ * helpers mirror _arith.py (mli_math.h semantics). Where every partial sum provably fits int32 (sa8, fx16_fx8_fx8
+ * without wrapping), the recurrent product is an int16 multiply-add GEMM on pair-packed weights (gemm32: AVX-512
+ * and AVX2 panels of one macro, or plain C; sa8 with AVX-512 VNNI: vpdpbusd on int8 quads, ../_int8_dot.h), and
+ * requantizations whose parameters rule out saturation use rq_fast (same results, vectorisable).
  */
 #include <stdint.h>
 #include <string.h>
@@ -240,7 +241,8 @@ AI int64_t requant(int flavor, int mode, const int64_t *mul, const int64_t *shif
     return rnd_w(s, (int)shift[0], 32, mode);
 }
 
-/* first_partial (dense.py) from exact float products: r_0 = requant(wrap(acc - zp·colsum + bias)) */
+/* first_partial (dense.py) from exact products (float, or int32 from mli_i8_products): r_0 = requant(wrap(acc -
+ * zp·colsum + bias)) */
 typedef struct {
     int32_t flavor, mode, R, N, G, ld; /* rows, columns, gate blocks (N / G columns each), row stride of accf */
     int32_t f64, out64, zp_in, pad;    /* f64: accf is float32 (0), float64 (1) or int32 (2: mli_i8_products) */

@@ -124,8 +124,9 @@ def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None, lib=N
     """r_0 (input 0 with the bias, requantized to the IR) for every step and gate: [T, B, G*M], computed in
     chunks of steps; int32 storage where r_0 is a 32-bit value. With ``lib`` (the compiled kernel) the products come
     from the kernel (sa8: int8 x int8 summed in int32, the same wrap as the int32 value they feed) or from one exact
-    float GEMM, and are finished in one compiled pass; the sa8 weights' packed layouts and the bias term is kept in ``cache`` under ``tag`` (sa8, whose
-    pairs are cached objects: same weights and bias for the life of the cache, like :func:`_mat`) are kept there."""
+    float GEMM, and are finished in one compiled pass; the sa8 weights' packed layouts and the bias term are kept in
+    ``cache`` under ``tag`` (sa8, whose pairs are cached objects: same weights and bias for the life of the cache,
+    like :func:`_mat`)."""
     T, B, N = x.shape
     mat = mat if mat is not None else A.int_matrix(_stack(Wi), XMAX[flavor])
     b = A.i64(bias).reshape(-1)

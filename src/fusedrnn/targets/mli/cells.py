@@ -150,7 +150,10 @@ def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None, lib=N
                 cache[key + ("pair",)] = pair0  # keeps pair0 (and so its id) alive with the entry
         cs = np.ascontiguousarray(mat.column_sums, np.int64)
         a.cs, a.bias = cs.ctypes.data, bt.ctypes.data
-        # sa8: the products in the kernel (int8 x int8 -> int32), else one exact float GEMM per chunk of steps
+        # sa8: the products in the kernel (int8 x int8 -> int32, wrapping mod 2^32 like the int32 value they feed),
+        # else one float GEMM per chunk of steps, exact: every product and partial sum is an integer of magnitude
+        # <= K * max|x| * max|W|, at most 2^24 for float32 and 2^53 for float64 (IntMatrix picks the dtype from
+        # that bound; the condition above checks that x's range, -lim(8 * itemsize), is within a_capacity)
         packed = _weights_q(cache, ("wi_q", tag), mat.b) if flavor == "sa8" else None
         if packed is not None:
             a.f64 = 2

@@ -6,6 +6,7 @@ Run from the repository root::
     python -m benchmarks.bench_int_targets --quick    # fewer rounds
     python -m benchmarks.bench_int_targets --targets mli2-sa8,litert-int8x16,quark,tflm-int8x16,cmsis-nn-s8
     python -m benchmarks.bench_int_targets --threads 1 --json benchmarks/results/int_targets.json
+    python -m benchmarks.bench_int_targets --cpu-time  # one thread, CPU time per call (a busy shared machine)
 
 Each shape builds one float LSTM layer from the benchmark problem (PyTorch-style init, inputs U(-1, 1)) and
 prepares every target with the problem's own input as calibration (not timed). A timed call is ``layer(x)`` on the
@@ -17,7 +18,9 @@ round-robin (:func:`benchmarks.common.interleaved_timing`: rotating order, an id
 the ratio printed is the paired one: the median over rounds of target / float32 timed in the same round.
 The goal (issue 18): ``mli2-sa8``, ``litert-int8x16`` and ``quark`` at most 1.0x on S2 and S4 (exit status 1
 when one misses it, or when a target's result is far from float, max |diff| > 0.25: a broken quantization).
-Absolute times on a shared machine are noisy; the paired ratio much less so.
+Absolute times on a shared machine are noisy; the paired ratio less so. On a machine that other processes keep
+busy, ``--cpu-time`` times the process's CPU time per call instead of wall time, with every implementation on one
+thread (``--threads 1``): what the other processes take is then not counted, nor time spent waiting for a core.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 import numpy as np
 
@@ -46,7 +50,7 @@ DEFAULT_TARGETS = "mli2-sa8,litert-int8x16,quark"
 BIDIRECTIONAL_ONLY = {"quark"}
 
 
-def run_shape(shape: str, targets: list[str], profile: tuple) -> list[dict]:
+def run_shape(shape: str, targets: list[str], profile: tuple, clock=time.perf_counter) -> list[dict]:
     """Time the float32 layers and every target of one shape in the same rounds; one result per target."""
     fns, layers, emulated, refs = {}, {}, {}, {}
     for direction in ("forward", "bidirectional"):
@@ -64,7 +68,7 @@ def run_shape(shape: str, targets: list[str], profile: tuple) -> list[dict]:
             emulated[t] = (base, em, x)
             fns[t] = (lambda em=em, x=x: em(x))
     load = ForeignLoad()
-    timing = interleaved_timing(fns, min_rounds=profile[0], max_rounds=profile[1], budget_s=profile[2])
+    timing = interleaved_timing(fns, min_rounds=profile[0], max_rounds=profile[1], budget_s=profile[2], clock=clock)
     foreign = load.stop()
     out = []
     for t, (base, em, x) in emulated.items():
@@ -86,14 +90,19 @@ def main(argv=None) -> int:
     ap.add_argument("--targets", default=DEFAULT_TARGETS)
     ap.add_argument("--json", default=None)
     ap.add_argument("--plain", action="store_true", help="plain text instead of rich tables")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time each call's process CPU time, on one thread (implies --threads 1)")
     add_threads_option(ap)
     a = ap.parse_args(argv)
+    if a.cpu_time:
+        a.threads = 1
     if a.threads:
         set_threads(a.threads)
     out = Out(a.plain)
     profile = PROFILES["quick" if a.quick else "default"]
     targets = a.targets.split(",")
-    results = [r for shape in a.shapes.split(",") for r in run_shape(shape, targets, profile)]
+    clock = time.process_time if a.cpu_time else time.perf_counter
+    results = [r for shape in a.shapes.split(",") for r in run_shape(shape, targets, profile, clock)]
     rows, styles = [], []
     for r in results:
         goal = "-" if r["goal_ratio"] is None else f"<= {r['goal_ratio']:.1f}x"
@@ -101,7 +110,8 @@ def main(argv=None) -> int:
                      f"{r['timing']['median_ms']:.2f}", f"{r['ratio_vs_fp32']:.2f}x", goal,
                      f"{r['max_abs_diff_vs_fp32']:.3g}"])
         styles.append([None] * 8 if r["ok"] else [None] * 5 + ["red", "red", None])
-    out.table("Integer targets vs our float32 (ratio = median over rounds of target / fp32, timed in the same round)",
+    out.table(f"Integer targets vs our float32, {'CPU time, one thread' if a.cpu_time else 'wall time'} (ratio = "
+              "median over rounds of target / fp32, timed in the same round)",
               ["shape", "target", "baseline", "fp32 ms", "target ms", "ratio", "goal", "max|diff|"], rows, styles)
     facts = machine_facts()
     loads = sorted({round(r["foreign_cores"], 2) for r in results if r["foreign_cores"] is not None})
@@ -109,7 +119,8 @@ def main(argv=None) -> int:
              + (", ".join(f"{x:.2f}" for x in loads) or "n/a") + " cores (other processes; > 0.1 makes times noisy)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"machine": facts, "results": results}, f, indent=1)
+            json.dump({"machine": facts, "clock": "process_time" if a.cpu_time else "perf_counter",
+                       "threads": a.threads, "results": results}, f, indent=1)
     return 0 if all(r["ok"] for r in results) else 1
 
 

@@ -76,8 +76,8 @@ def _req_table(req, G: int, H: int) -> np.ndarray:
     q, s = q.reshape(G, H), s.reshape(G, H)
     if (q != q[:, :1]).any() or (s != s[:, :1]).any() or (req.rounding != "single" and (q <= 0).any()) \
             or (np.abs(q) >= 1 << 31).any():
-        raise PlanUnsupported("the compiled requantization needs one positive multiplier per gate (an effective "
-                              "multiplier underflowed to 0, or differs within a gate)")
+        raise PlanUnsupported("the compiled requantization needs one positive multiplier below 2^31 per gate (an "
+                              "effective multiplier underflowed to 0, or differs within a gate)")
     q, s = q[:, 0], s[:, 0]
     right = np.maximum(-s, 0)
     left = s if req.rounding == "single" else np.maximum(s, 0)
@@ -98,8 +98,8 @@ def _mat(plan, w: np.ndarray, n_pad: int) -> Mat:
     (vpdpbusd) and off[j] = -128 * sum_k w[k, j], the start of the accumulators that undoes the +128 offset of the
     unsigned operand (see _kernel.c)."""
     w = np.asarray(w)
-    if w.dtype != np.int8:
-        raise PlanUnsupported(f"the compiled loop takes int8 weights, not {w.dtype}")
+    if w.dtype.kind not in "iu" or (w.size and (w.min() < -128 or w.max() > 127)):
+        raise PlanUnsupported("the compiled loop takes weights in the int8 range")
     off = np.zeros(n_pad, np.int64)
     off[:w.shape[1]] = -128 * w.astype(np.int64).sum(axis=0)
     return Mat(plan._ptr(_groups(w, n_pad, 2, np.int16)), plan._ptr(_groups(w, n_pad, 4, np.int8)),

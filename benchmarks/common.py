@@ -383,6 +383,7 @@ def interleaved_timing(
     block_s: float = 0.05,
     max_block: int = 25,
     estimates: dict[str, float] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Timing:
     """Round-robin blocks: each round gives every implementation one turn, rotating the start each round.
 
@@ -396,7 +397,9 @@ def interleaved_timing(
 
     Rounds continue until ``max_rounds``, or until ``budget_s`` seconds have passed and at least
     ``min_rounds`` rounds are done. ``estimates`` (seconds per call) size the turns; missing ones are
-    measured with one call. The garbage collector is off during a turn (as ``timeit`` does).
+    measured with one call. The garbage collector is off during a turn (as ``timeit`` does). ``clock`` times the
+    calls (``time.process_time``: the CPU time of the whole process, less sensitive to other processes than wall
+    time, and meaningful for one-thread calls).
     """
     names = list(fns)
     est = dict(estimates or {})
@@ -424,9 +427,9 @@ def interleaved_timing(
                     fn()
                 ts = []
                 for _ in range(block[name]):
-                    t0 = time.perf_counter()
+                    t0 = clock()
                     fn()
-                    ts.append(time.perf_counter() - t0)
+                    ts.append(clock() - t0)
                 if gc_was_enabled:
                     gc.enable()
                 samples[name] += ts

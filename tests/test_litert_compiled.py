@@ -31,8 +31,14 @@ def _q(rng, shape, dtype=np.int8, lo=None, hi=None):
     return rng.integers(lo, hi + 1, size=shape).astype(dtype)
 
 
-def random_kernel(rng, *, gain=None, rounding=None, peephole=None, layer_norm=None) -> IntegerLstmKernel:
-    """A random 8x8_16 kernel with plausible scales; ``gain`` > 1 scales weights up (saturated gates)."""
+def random_kernel(rng, *, gain=None, rounding=None, peephole=None, layer_norm=None,
+                  extremes=False) -> IntegerLstmKernel:
+    """A random 8x8_16 kernel with plausible scales; ``gain`` > 1 scales weights up (saturated gates);
+    ``extremes``: every int8 weight -128 or 127 (else uniform in TFLite's symmetric range -127..127)."""
+
+    def w8(shape):
+        return rng.choice(np.array([-128, 127], np.int8), shape) if extremes else _q(rng, shape)
+
     I, H = int(rng.integers(1, 40)), int(rng.choice([4, 8, 16, 12, 32, 5, 80]))
     cifg, peep, proj, ln = (bool(rng.random() < p) for p in (0.3, 0.4, 0.4, 0.4))
     peep = peep if peephole is None else peephole
@@ -57,8 +63,8 @@ def random_kernel(rng, *, gain=None, rounding=None, peephole=None, layer_norm=No
     for g in gates:
         sw = gain * float(rng.uniform(0.5, 2.5) / (np.sqrt(I) * 127 * 0.03 * 20))
         sr = gain * float(rng.uniform(0.5, 2.5) / (np.sqrt(P) * 127 * 0.6))
-        slots[1 + g] = const(f"W{g}", _q(rng, (H, I)), sw)
-        slots[5 + g] = const(f"R{g}", _q(rng, (H, P)), sr)
+        slots[1 + g] = const(f"W{g}", w8((H, I)), sw)
+        slots[5 + g] = const(f"R{g}", w8((H, P)), sr)
         if ln:
             sl = float(rng.uniform(0.5, 1.5) / 32767)
             slots[20 + g] = const(f"L{g}", _q(rng, (H,), np.int16, 8000, 32767), sl)
@@ -72,7 +78,7 @@ def random_kernel(rng, *, gain=None, rounding=None, peephole=None, layer_norm=No
                 slots[k] = const(f"P{g}", _q(rng, (H,), np.int16), float(rng.uniform(0.2, 1) * gain / 32767))
     if proj:
         sp = float(rng.uniform(0.5, 2) / (np.sqrt(H) * 127 * 0.5))
-        slots[16] = const("Wp", _q(rng, (P, H)), sp)
+        slots[16] = const("Wp", w8((P, H)), sp)
         if rng.random() < 0.5:
             slots[17] = const("bp", np.round(rng.uniform(-0.5, 0.5, P) / (sp * s_hid)).astype(np.int32), sp * s_hid)
     slots[18] = const("h", None, s_h, zp_h, type_name="INT8", shape=(1, P), is_variable=True)
@@ -114,13 +120,29 @@ def test_compiled_equals_numpy_on_random_kernels(seed):
 
 @needs_cc
 @pytest.mark.parametrize("seed", range(4))
-def test_compiled_equals_numpy_across_chunks_and_larger_shapes(seed, monkeypatch):
-    """Several chunks of input products (forward and reverse) and gate blocks wider than the GEMV's 64 columns."""
-    monkeypatch.setattr(_compiled, "CHUNK_VALUES", 3000)
+def test_compiled_equals_numpy_on_longer_sequences_and_larger_shapes(seed):
+    """Longer sequences (forward and reverse), batches of 1 to 8 rows (the dot products' blocks of four rows and
+    the rows left over) and gate blocks wider than the dot products' 64 columns."""
     rng = np.random.default_rng(1000 + seed)
     k, x, state, _ = _case(rng, T=int(rng.integers(20, 40)), B=int(rng.integers(1, 9)))
     for rev in (False, True):
         _assert_same(k.run(x, state, reverse=rev, engine="numpy"), k.run(x, state, reverse=rev, engine="compiled"))
+
+
+@needs_cc
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_equals_numpy_at_the_int8_extremes(seed):
+    """Weights, inputs and states at -128 and 127 only (the uint8 offset of the vpdpbusd products meets its
+    largest terms), wide layers (sums far beyond int16), batches around the four-row tiles of the products."""
+    rng = np.random.default_rng(2000 + seed)
+    k = random_kernel(rng, extremes=True)
+    T, B = int(rng.integers(2, 9)), int(rng.choice([1, 4, 5, 9]))
+    x = rng.choice(np.array([-128, 127], np.int8), (T, B, k.n_input))
+    h0 = rng.choice(np.array([-128, 127], np.int8), (B, k.n_output))
+    c0 = rng.integers(-32768, 32768, (B, k.n_cell)).astype(np.int16)
+    for rev in (False, True):
+        _assert_same(k.run(x, (h0, c0), reverse=rev, engine="numpy"),
+                     k.run(x, (h0, c0), reverse=rev, engine="compiled"), f"seed {seed}")
 
 
 @needs_cc

@@ -60,8 +60,8 @@ LIBRARIES: dict[str, NativeLibrary] = {lib.name: lib for lib in (
                   "fusedrnn_abi_version"),
     # every float32 product and sum rounded on its own, as the NumPy engines do
     NativeLibrary("rounded", "cells/rounded/_rounded.c", (), "fusedrnn_rounded_abi", ("-ffp-contract=off",)),
-    NativeLibrary("mli", "targets/mli/_kernel.c", (), "mli_abi_version"),
-    NativeLibrary("litert", "targets/litert/_kernel.c", (), "litert_abi_version"),
+    NativeLibrary("mli", "targets/mli/_kernel.c", ("targets/_int8_dot.h",), "mli_abi_version"),
+    NativeLibrary("litert", "targets/litert/_kernel.c", ("targets/_int8_dot.h",), "litert_abi_version"),
     # float32 tanhf must not be fused into FMAs; int64 wraps around as in NumPy
     NativeLibrary("quark", "targets/quark/_kernel.c", (), "quark_abi_version",
                   ("-ffp-contract=off", "-fwrapv", "-fno-fast-math", "-fno-trapping-math")),

@@ -3,9 +3,9 @@ behind ``IntegerLstmKernel.run(engine="compiled")``.
 
 The library is the ``litert`` one of :mod:`fusedrnn._native` (built when the package was installed, the variant for
 this CPU; the engine setting, ``$FUSEDRNN_ENGINE``, says which loop runs). When it is unavailable, :func:`load`
-returns None and the kernel keeps its NumPy loop. The input products of each chunk of steps come
-from one exact float GEMM (:meth:`IntMatrix.matmul_float`); every table and constant is the NumPy kernel's own, so
-the C code only re-does the per-step integer arithmetic (same results to the bit: tests/test_litert_compiled.py).
+returns None and the kernel keeps its NumPy loop. Every table and constant is the NumPy kernel's own; the C code
+re-does the per-step integer arithmetic, input and recurrent products included, in int32 (int8 products summed
+modulo 2^32 as the C++ accumulators are), so results are the same to the bit (tests/test_litert_compiled.py).
 """
 
 from __future__ import annotations
@@ -18,22 +18,27 @@ from ... import _native
 from ...cells.compiled import _build
 from .slots import PROJECTION_WEIGHTS
 
-ABI = 3
-CHUNK_VALUES = 1 << 18  # input products per chunk of steps (1 MiB of float32)
+ABI = 4
 
 P = ctypes.c_void_p
 I32, I64 = ctypes.c_int32, ctypes.c_int64
 
 
+class Mat(ctypes.Structure):
+    """A weight matrix in the layouts of the C ``dots`` (see :func:`_mat`)."""
+    _fields_ = [("w16", P), ("w8", P), ("off", P)]
+
+
 class LstmArgs(ctypes.Structure):
     _fields_ = [(n, I32) for n in ("B", "I", "H", "Hp", "G", "cifg", "ln", "proj", "single", "nb", "sh_ig",
-                                   "qcell_clip", "qproj_clip", "zp_hid", "zp_h", "in_f64", "in_ld", "Kr", "Nr",
+                                   "qcell_clip", "qproj_clip", "zp_hid", "zp_h", "Ki", "Ni", "Kr", "Nr",
                                    "Kp", "Np")] + [
         ("col", I32 * 4), ("has_p", I32 * 4), ("p_q", I64 * 4), ("p_s", I64 * 4), ("ln_q", I64 * 4),
         ("ln_s", I64 * 4), ("ln_guard", I64 * 4), ("hid_q", I64), ("hid_s", I64), ("proj_q", I64),
         ("proj_s", I64), ("in_req", P), ("rec_req", P), ("in_bias", P), ("rec_bias", P),
-        ("R", P), ("Wp", P), ("proj_bias", P), ("P", P * 4), ("L", P * 4), ("Lb", P * 4), ("sig", P),
-        ("tanh3", P), ("tanhc", P), ("h", P), ("c", P), ("gate", P), ("m", P), ("acc", P)]
+        ("W", Mat), ("R", Mat), ("Wp", Mat), ("proj_bias", P), ("P", P * 4), ("L", P * 4), ("Lb", P * 4), ("sig", P),
+        ("tanh3", P), ("tanhc", P), ("h", P), ("c", P), ("gate", P), ("m", P), ("acc", P), ("acc_in", P),
+        ("xs", P), ("xu", P)]
 
 
 def _bind(lib) -> None:
@@ -69,9 +74,10 @@ def _req_table(req, G: int, H: int) -> np.ndarray:
     INT32_MIN·INT32_MIN case, impossible for Q > 0."""
     q, s = _req_cols(req, G * H)
     q, s = q.reshape(G, H), s.reshape(G, H)
-    if (q != q[:, :1]).any() or (s != s[:, :1]).any() or (req.rounding != "single" and (q <= 0).any()):
-        raise PlanUnsupported("the compiled requantization needs one positive multiplier per gate (an effective "
-                              "multiplier underflowed to 0, or differs within a gate)")
+    if (q != q[:, :1]).any() or (s != s[:, :1]).any() or (req.rounding != "single" and (q <= 0).any()) \
+            or (np.abs(q) >= 1 << 31).any():
+        raise PlanUnsupported("the compiled requantization needs one positive multiplier below 2^31 per gate (an "
+                              "effective multiplier underflowed to 0, or differs within a gate)")
     q, s = q[:, 0], s[:, 0]
     right = np.maximum(-s, 0)
     left = s if req.rounding == "single" else np.maximum(s, 0)
@@ -79,12 +85,25 @@ def _req_table(req, G: int, H: int) -> np.ndarray:
     return np.ascontiguousarray(np.stack([q, left, right, nudge, (right > 0).astype(np.int64)]), np.int64)
 
 
-def _pairs(w: np.ndarray, n_pad: int) -> np.ndarray:
-    """Integer matrix [K, N] -> int16 [ceil(K/2), n_pad, 2] (rows k in pairs, zero padded) for the C ``gemv``."""
+def _groups(w: np.ndarray, n_pad: int, n: int, dtype) -> np.ndarray:
+    """Integer matrix [K, N] -> [ceil(K/n), n_pad, n] (rows k in groups of n, zero padded)."""
     K, N = w.shape
-    p = np.zeros((K + (K & 1), n_pad), np.int16)
+    p = np.zeros((-(-K // n) * n, n_pad), dtype)
     p[:K, :N] = w
-    return np.ascontiguousarray(p.reshape(-1, 2, n_pad).transpose(0, 2, 1))
+    return np.ascontiguousarray(p.reshape(-1, n, n_pad).transpose(0, 2, 1))
+
+
+def _mat(plan, w: np.ndarray, n_pad: int) -> Mat:
+    """int8 matrix [K, N] in the layouts of the C ``dots``: int16 pairs of rows (vpmaddwd), int8 quads of rows
+    (vpdpbusd) and off[j] = -128 * sum_k w[k, j], the start of the accumulators that undoes the +128 offset of the
+    unsigned operand (see _kernel.c)."""
+    w = np.asarray(w)
+    if w.dtype.kind not in "iu" or (w.size and (w.min() < -128 or w.max() > 127)):
+        raise PlanUnsupported("the compiled loop takes weights in the int8 range")
+    off = np.zeros(n_pad, np.int64)
+    off[:w.shape[1]] = -128 * w.astype(np.int64).sum(axis=0)
+    return Mat(plan._ptr(_groups(w, n_pad, 2, np.int16)), plan._ptr(_groups(w, n_pad, 4, np.int8)),
+               plan._ptr(off.astype(np.int32)))  # |off| <= 128 * 128 * K < 2^31 (K < 2^17: checked)
 
 
 def _scalar_req(req) -> tuple[int, int]:
@@ -116,8 +135,13 @@ class Plan:
             a.col[g] = k.gates.index(g) if g in k.gates else -1
         a.in_req, a.rec_req = self._ptr(_req_table(k.in_req, G, H)), self._ptr(_req_table(k.rec_req, G, H))
         a.in_bias, a.rec_bias = self._ptr(np.asarray(k.in_bias, np.int64)), self._ptr(np.asarray(k.rec_bias, np.int64))
-        a.Kr, a.Nr, a.Kp, a.Np = Hp + (Hp & 1), _round64(GH), H + (H & 1), _round64(Hp)
-        a.R = self._ptr(_pairs(k._rec_cols, a.Nr))
+        I = k.n_input  # noqa: E741
+        if max(I, Hp, H) >= 1 << 17:
+            raise PlanUnsupported("the compiled loop takes at most 2^17 - 1 inputs, cells and outputs")
+        a.Ki, a.Ni, a.Kr, a.Nr, a.Kp, a.Np = I + (I & 1), _round64(GH), Hp + (Hp & 1), _round64(GH), H + (H & 1), \
+            _round64(Hp)
+        a.W = _mat(self, k.W.b, a.Ni)
+        a.R = _mat(self, k._rec_cols, a.Nr)
         for g, (Pw, req) in k.P.items():
             a.has_p[g] = 1
             a.P[g] = self._ptr(np.asarray(Pw, np.int64))
@@ -127,13 +151,14 @@ class Plan:
             a.ln_q[g], a.ln_s[g] = _scalar_req(req)
             a.ln_guard[g] = int(guard)
         a.hid_q, a.hid_s = _scalar_req(k.hid_req)
+        if not (0 <= a.sh_ig <= 31 and -(1 << 31) < a.hid_q < 1 << 31):
+            raise PlanUnsupported("the compiled loop takes cell scales 2^-30..2^1 and int32 hidden multipliers")
         if k.proj:
             a.proj_q, a.proj_s = _scalar_req(k.proj_req)
-            a.Wp = self._ptr(_pairs(np.asarray(k.t[PROJECTION_WEIGHTS].data).T, a.Np))
+            a.Wp = _mat(self, np.asarray(k.t[PROJECTION_WEIGHTS].data).T, a.Np)
             a.proj_bias = self._ptr(np.asarray(k.proj_bias, np.int64))
         a.sig, a.tanh3, a.tanhc = (self._ptr(_table(k.sig)), self._ptr(_table(k.tanh3)),
                                    self._ptr(_table(k.tanh_c)))
-        a.in_f64 = int(k.W.dtype == np.float64)
 
     def _ptr(self, arr: np.ndarray) -> int:
         arr = np.ascontiguousarray(arr)
@@ -144,11 +169,14 @@ class Plan:
         """A copy of the arguments with fresh state and scratch buffers for a call with batch B (so concurrent
         calls on one kernel do not share buffers)."""
         a, H = LstmArgs.from_buffer_copy(self.args), self.args.H
+        k4 = -(-max(a.Ki, a.Kr, a.Kp) // 4) * 4
         bufs = {"h": np.zeros((B, a.Kr), np.int16), "c": np.empty((B, H), np.int32),
                 "gate": np.empty((B, a.G * H), np.int32), "m": np.zeros((B, a.Kp), np.int16),
-                "acc": np.empty((B, max(a.Nr, a.Np)), np.int32)}
+                "acc": np.empty((B, max(a.Nr, a.Np)), np.int32), "acc_in": np.empty((B, a.Ni), np.int32),
+                "xs": np.zeros((B, a.Ki), np.int16), "xu": np.empty((B, k4), np.uint8)}
         a.B, a.nb = B, (B if time_major else 1)
-        a.h, a.c, a.gate, a.m, a.acc = (bufs[n].ctypes.data for n in ("h", "c", "gate", "m", "acc"))
+        a.h, a.c, a.gate, a.m, a.acc, a.acc_in, a.xs, a.xu = (bufs[n].ctypes.data for n in (
+            "h", "c", "gate", "m", "acc", "acc_in", "xs", "xu"))
         return a, bufs
 
 
@@ -164,22 +192,12 @@ def run(lib, k, x: np.ndarray, state, reverse: bool):
             k._cplan_reason = str(exc)
     if plan is False:
         return None
-    T, B, I = x.shape
+    T, B, _ = x.shape
     a, bufs = plan.call_args(B, k.opts.time_major)
     h0, c0 = state
     bufs["h"][:, :k.n_output] = np.asarray(h0)
     bufs["c"][...] = np.asarray(c0)
-    GH = k.G * k.n_cell
     y = np.empty((T, B, k.n_output), np.int8)
-    xf = np.ascontiguousarray(x, np.int8).reshape(T * B, I)
-    step = max(1, min(T, CHUNK_VALUES // max(1, B * GH)))
-    fbuf = np.empty((step * B, GH), k.W.dtype)
-    a.in_ld = GH
-    args = ctypes.byref(a)
-    starts = range(0, T, step)
-    for t0 in (reversed(starts) if reverse else starts):
-        t1 = min(T, t0 + step)
-        prod = fbuf[:(t1 - t0) * B]
-        k.W.matmul_float(xf[t0 * B:t1 * B], out=prod, check=False)
-        lib.litert_lstm(args, prod.ctypes.data, y.ctypes.data, t0, t1, int(reverse))
+    x8 = np.ascontiguousarray(x, np.int8)
+    lib.litert_lstm(ctypes.byref(a), x8.ctypes.data, y.ctypes.data, 0, T, int(reverse))
     return y, (bufs["h"][:, :k.n_output].astype(np.int8), bufs["c"].astype(np.int16))

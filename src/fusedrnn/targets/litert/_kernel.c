@@ -2,24 +2,39 @@
  * that NumPy path, which stays the reference.
  *
  * Built at first use by fusedrnn.targets.litert._compiled (the machine's cc, -O3 -march=native; ctypes, no Python
- * C-API). Python computes the input products of a chunk of steps (one exact float GEMM: every value an integer)
- * and every table (gemmlowp logistic / tanh of all int16 inputs); this file does, per step, the input term's
- * requantization, the recurrent dot products (exact int32: |h|, |R| <= 128, so every pair sum fits), their
- * requantization, peepholes, layer norm, the look-ups, the cell update, the hidden requantization and the
- * projection, in the integer arithmetic of _arith.py / gemmlowp (int64 holding the C++ int16 / int32 values).
+ * C-API). Python prepares every table (gemmlowp logistic / tanh of all int16 inputs) and the weights in the
+ * layouts of the dot products below; this file does, per step, the input and recurrent dot products (int32 sums
+ * of int8 x int8 products, wrapping modulo 2^32 exactly as the C++ int32 accumulators and the wrap32 that
+ * follows them), their requantization, peepholes, layer norm, the look-ups, the cell update, the hidden
+ * requantization and the projection, in the integer arithmetic of _arith.py / gemmlowp (int64 holding the C++
+ * int16 / int32 values).
+ *
+ * Dot products (dots): with AVX-512 VNNI, vpdpbusd on uint8-offset operands (../_int8_dot.h); without VNNI:
+ * int16 pairs and vpmaddwd (|x|, |W| <= 128, so every pair sum fits int32), or plain C.
  */
 #include <stdint.h>
 #include <string.h>
 
-#define LITERT_ABI 3
+#include "../_int8_dot.h"
+
+#define LITERT_ABI 4
 int litert_abi_version(void) { return LITERT_ABI; }
+
+/* one weight matrix [K, N] (K rows, zero padded) in the layouts of dots(): w16 int16 [K/2, N, 2] (pairs of rows),
+ * w8 int8 [K4/4, N, 4] (quads of rows, K4 = K rounded up to 4) and off[j] = -128 * sum_k W[k, j] */
+typedef struct {
+    const int16_t *w16;
+    const int8_t *w8;
+    const int32_t *off;
+} mat_t;
 
 typedef struct {
     int32_t B, I, H, Hp, G;          /* batch, input, cell, output, gates present (3 with CIFG, else 4) */
     int32_t cifg, ln, proj, single;  /* single: TFLITE_SINGLE_ROUNDING, else the double rounding */
     int32_t nb;                      /* peephole flat-buffer group (the section 8 quirk): B time-major, else 1 */
-    int32_t sh_ig, qcell_clip, qproj_clip, zp_hid, zp_h, in_f64, in_ld;
-    int32_t Kr, Nr, Kp, Np;          /* padded GEMV shapes: recurrent [Kr = even Hp] x [Nr], projection [Kp] x [Np] */
+    int32_t sh_ig, qcell_clip, qproj_clip, zp_hid, zp_h;
+    int32_t Ki, Ni, Kr, Nr, Kp, Np;  /* padded shapes (K even, N a multiple of 64): input [Ki = even I] x [Ni],
+                                        recurrent [Kr = even Hp] x [Nr], projection [Kp = even H] x [Np] */
     int32_t col[4];                  /* column block of gate i, f, c, o (-1: absent) */
     int32_t has_p[4];                /* peephole present for gate i, f, o (index 0, 1, 3) */
     int64_t p_q[4], p_s[4];          /* peephole requantization */
@@ -27,8 +42,7 @@ typedef struct {
     int64_t hid_q, hid_s, proj_q, proj_s;
     const int64_t *in_req, *rec_req; /* [5, G]: per gate block Q, left shift, right shift, its nudge, [right>0] */
     const int64_t *in_bias, *rec_bias; /* [G*H] */
-    const int16_t *R;                /* [Kr/2, Nr, 2]: pairs of rows k of the [Hp, G*H] recurrent weights */
-    const int16_t *Wp;               /* [Kp/2, Np, 2]: the same for the [H, Hp] projection weights */
+    mat_t W, R, Wp;                  /* input [I, G*H], recurrent [Hp, G*H], projection [H, Hp] weights */
     const int64_t *proj_bias;        /* [Hp] */
     const int64_t *P[4];             /* [H] peephole weights */
     const int64_t *L[4], *Lb[4];     /* [H] layer-norm coefficients and gate biases */
@@ -38,6 +52,9 @@ typedef struct {
     int32_t *gate;                   /* [B, G*H] scratch */
     int16_t *m;                      /* [B, Kp] scratch (padding 0) */
     int32_t *acc;                    /* [B, max(Nr, Np)] scratch */
+    int32_t *acc_in;                 /* [B, Ni] scratch */
+    int16_t *xs;                     /* [B, Ki] scratch (padding 0) */
+    uint8_t *xu;                     /* [B, round4(max(Ki, Kr, Kp))] scratch */
 } lstm_args;
 
 static inline int64_t wrap32(int64_t x) { return (int64_t)(int32_t)(uint32_t)(uint64_t)x; }
@@ -62,7 +79,6 @@ static inline int64_t mbqm(int64_t x, int64_t Q, int64_t shift, int single) {
     }
     return p;
 }
-static inline int64_t rdpot_c(int64_t x, int e) { return e == 0 ? x : (x + (((int64_t)1 << (e - 1)) - (x < 0))) >> e; }
 
 /* ---- gemmlowp pieces of GetInvSqrtQuantizedMultiplierExp (numerics/gemmlowp.py) -------------------------- */
 static inline int64_t g_rdpot(int64_t x, int e) {
@@ -145,7 +161,7 @@ static void peephole(const lstm_args *a, int g, int32_t *v, int64_t ld) {
 #else
 #define MADD(acc, x, w) _mm512_add_epi32(acc, _mm512_madd_epi16(x, w))
 #endif
-static void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K, int N) {
+static __attribute__((unused)) void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K, int N) {
     for (int j = 0; j < N; j += 64) {
         int b = 0;
         for (; b + 2 <= B; b += 2) {
@@ -180,8 +196,40 @@ static void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K,
         }
     }
 }
+#elif defined(__AVX2__)
+#include <immintrin.h>
+/* the same with 256-bit vpmaddwd: blocks of 32 columns, two rows at a time */
+static __attribute__((unused)) void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K, int N) {
+#define MADD2(acc, x, w) _mm256_add_epi32(acc, _mm256_madd_epi16(x, w))
+    for (int j = 0; j < N; j += 32) {
+        int b = 0;
+        for (; b < B; b += 2) {
+            const int two = b + 1 < B;
+            const int32_t *x0 = (const int32_t *)(x + (int64_t)b * K);
+            const int32_t *x1 = (const int32_t *)(x + (int64_t)(b + two) * K);
+            __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+            for (int kp = 0; kp < K / 2; kp++) {
+                const int16_t *w = W + ((int64_t)kp * N + j) * 2;
+                const __m256i w0 = _mm256_loadu_si256((const __m256i *)w), w1 = _mm256_loadu_si256((const __m256i *)(w + 16));
+                const __m256i w2 = _mm256_loadu_si256((const __m256i *)(w + 32)), w3 = _mm256_loadu_si256((const __m256i *)(w + 48));
+                const __m256i h0 = _mm256_set1_epi32(x0[kp]), h1 = _mm256_set1_epi32(x1[kp]);
+                a0 = MADD2(a0, h0, w0); a1 = MADD2(a1, h0, w1); a2 = MADD2(a2, h0, w2); a3 = MADD2(a3, h0, w3);
+                c0 = MADD2(c0, h1, w0); c1 = MADD2(c1, h1, w1); c2 = MADD2(c2, h1, w2); c3 = MADD2(c3, h1, w3);
+            }
+            int32_t *o0 = acc + (int64_t)b * N + j;
+            _mm256_storeu_si256((__m256i *)o0, a0); _mm256_storeu_si256((__m256i *)(o0 + 8), a1);
+            _mm256_storeu_si256((__m256i *)(o0 + 16), a2); _mm256_storeu_si256((__m256i *)(o0 + 24), a3);
+            if (two) {
+                int32_t *o1 = o0 + N;
+                _mm256_storeu_si256((__m256i *)o1, c0); _mm256_storeu_si256((__m256i *)(o1 + 8), c1);
+                _mm256_storeu_si256((__m256i *)(o1 + 16), c2); _mm256_storeu_si256((__m256i *)(o1 + 24), c3);
+            }
+        }
+    }
+#undef MADD2
+}
 #else
-static void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K, int N) {
+static __attribute__((unused)) void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K, int N) {
     for (int b = 0; b < B; b++) {
         int32_t *o = acc + (int64_t)b * N;
         memset(o, 0, sizeof(int32_t) * (size_t)N);
@@ -195,12 +243,29 @@ static void gemv(const int16_t *x, const int16_t *W, int32_t *acc, int B, int K,
 }
 #endif
 
+/* acc [B, N] = x [B, K] (int16 rows holding int8 values, K even, padding 0) times matrix m [K, N] */
+static void dots(const lstm_args *a, const int16_t *x, int K, const mat_t *m, int N, int32_t *acc) {
+#if I8DOT_VNNI
+    const int K4 = (K + 3) & ~3;
+    i8dot_offset_rows16(x, K, K, a->xu, K4, a->B);
+    i8dot_gemm(a->xu, K4, m->w8, m->off, acc, N, a->B, N);
+#else
+    gemv(x, m->w16, acc, a->B, K, N);
+#endif
+}
+
 /* MBQM with one gate block's constants r[g], r[G+g], ... = Q, left shift (single rounding: the shift), right
- * shift, its nudge, [right > 0]; branch-free so that the block loops vectorise */
-static inline int64_t rq_double(int64_t x, int64_t Q, int64_t L, int64_t R, int64_t nud, int64_t rpos) {
-    x = shl_wrap32(x, L);
-    int64_t p = (x * Q + ((int64_t)1 << 30)) >> 31;
+ * shift, its nudge, [right > 0]; branch-free, and on int32 operands (x is an int32 value, 0 < Q < 2^31: checked
+ * in _compiled.py) so that the 32 x 32 -> 64-bit products vectorise (vpmuldq) */
+static inline int64_t rq_double(int32_t x, int32_t Q, int64_t L, int64_t R, int64_t nud, int64_t rpos) {
+    x = L >= 32 ? 0 : (int32_t)((uint32_t)x << L);
+    int64_t p = ((int64_t)x * Q + ((int64_t)1 << 30)) >> 31;
     return (p + nud - ((p < 0) & rpos)) >> R;
+}
+/* the single-rounding MBQM (mbqm with single = 1) on the same int32 operands */
+static inline int64_t rq_single(int32_t x, int32_t Q, int64_t shift) {
+    const int64_t total = 31 - shift;
+    return wrap32(((int64_t)x * Q + ((int64_t)1 << (total - 1))) >> total);
 }
 
 #define BLOCK_LOOP(EXPR_IN, EXPR_REC)                                                                           \
@@ -209,48 +274,66 @@ static inline int64_t rq_double(int64_t x, int64_t Q, int64_t L, int64_t R, int6
         gate[k] = (int32_t)sat(gin + (EXPR_REC), -32768, 32767);                                            \
     }
 
-/* gate pre-activations of one step: sat16(input term + recurrent term), into a->gate [B, G*H] */
-static void preact(const lstm_args *a, const void *xin, int64_t t_row) {
-    const int B = a->B, G = a->G, H = a->H, GH = a->G * a->H;
+/* gate pre-activations of step t: sat16(input term + recurrent term), into a->gate [B, G*H] */
+static void preact(const lstm_args *a, const int8_t *x, int64_t t) {
+    const int B = a->B, G = a->G, H = a->H, GH = a->G * a->H, I = a->I, Ki = a->Ki;
     const int64_t *ri = a->in_req, *rr = a->rec_req;
-    gemv(a->h, a->R, a->acc, B, a->Kr, a->Nr);
     for (int b = 0; b < B; b++) {
-        int64_t row = (t_row + b) * (int64_t)a->in_ld;
+        const int8_t *restrict src = x + (t * B + b) * (int64_t)I;
+        int16_t *restrict dst = a->xs + (int64_t)b * Ki;
+        for (int k = 0; k < I; k++) dst[k] = src[k];
+    }
+    dots(a, a->xs, Ki, &a->W, a->Ni, a->acc_in);
+    dots(a, a->h, a->Kr, &a->R, a->Nr, a->acc);
+    for (int b = 0; b < B; b++) {
         for (int g = 0; g < G; g++) {
             const int32_t *restrict acc = a->acc + (int64_t)b * a->Nr + g * H;
+            const int32_t *restrict pi = a->acc_in + (int64_t)b * a->Ni + g * H;
             int32_t *restrict gate = a->gate + (int64_t)b * GH + g * H;
             const int64_t *restrict ib = a->in_bias + g * H, *restrict rb = a->rec_bias + g * H;
-            const float *restrict pf = (const float *)xin + row + g * H;
-            const double *restrict pd = (const double *)xin + row + g * H;
             int64_t iq = ri[g], il = ri[G + g], ir = ri[2 * G + g], in_ = ri[3 * G + g], ip = ri[4 * G + g];
             int64_t rq = rr[g], rl = rr[G + g], rrr = rr[2 * G + g], rn = rr[3 * G + g], rp = rr[4 * G + g];
             if (a->single) {
-                if (a->in_f64) {
-                    BLOCK_LOOP(mbqm(wrap32((int64_t)pd[k] + ib[k]), iq, il, 1),
-                               mbqm(wrap32((int64_t)acc[k] + rb[k]), rq, rl, 1))
-                } else {
-                    BLOCK_LOOP(mbqm(wrap32((int64_t)pf[k] + ib[k]), iq, il, 1),
-                               mbqm(wrap32((int64_t)acc[k] + rb[k]), rq, rl, 1))
-                }
-            } else if (a->in_f64) {
-                BLOCK_LOOP(rq_double(wrap32((int64_t)pd[k] + ib[k]), iq, il, ir, in_, ip),
-                           rq_double(wrap32((int64_t)acc[k] + rb[k]), rq, rl, rrr, rn, rp))
+                BLOCK_LOOP(rq_single((int32_t)wrap32((int64_t)pi[k] + ib[k]), (int32_t)iq, il),
+                           rq_single((int32_t)wrap32((int64_t)acc[k] + rb[k]), (int32_t)rq, rl))
             } else {
-                BLOCK_LOOP(rq_double(wrap32((int64_t)pf[k] + ib[k]), iq, il, ir, in_, ip),
-                           rq_double(wrap32((int64_t)acc[k] + rb[k]), rq, rl, rrr, rn, rp))
+                BLOCK_LOOP(rq_double((int32_t)wrap32((int64_t)pi[k] + ib[k]), (int32_t)iq, il, ir, in_, ip),
+                           rq_double((int32_t)wrap32((int64_t)acc[k] + rb[k]), (int32_t)rq, rl, rrr, rn, rp))
             }
         }
     }
 }
 
-/* steps [t_lo, t_hi) of the sequence (descending when reverse); xin: the input products of those steps
- * ([t_hi - t_lo, B, G*H] rows of in_ld floats); y: [T, B, Hp] int8 of the whole sequence */
-int litert_lstm(const lstm_args *a, const void *xin, int8_t *y, int32_t t_lo, int32_t t_hi, int32_t reverse) {
+/* the cell update of one batch row: c = clip(sat16(rdpot(f c, 15) + rdpot(i t, sh))), in int32 (|f c|, |i t| <=
+ * 2^30; 0 <= sh <= 31: checked in _compiled.py), gathers from the tables, so that it vectorises */
+static void cell_row(const int32_t *restrict gf, const int32_t *restrict gi, const int32_t *restrict gc,
+                     int32_t *restrict c, const int32_t *restrict sg, const int32_t *restrict t3, int H, int cifg,
+                     int32_t sh, int32_t lo, int32_t hi) {
+    const int32_t nud = sh > 0 ? (int32_t)1 << (sh - 1) : 0, spos = sh > 0;
+#define CELL_LOOP(I_EXPR)                                                                                       \
+    for (int k = 0; k < H; k++) {                                                                               \
+        const int32_t f = sg[gf[k] & 0xFFFF], i = (I_EXPR);                                                     \
+        const int32_t fc = f * c[k], it = i * t3[gc[k] & 0xFFFF];                                               \
+        int32_t cc = ((fc + (1 << 14) - (fc < 0)) >> 15) + ((it + nud - ((it < 0) & spos)) >> sh);               \
+        cc = cc < -32768 ? -32768 : (cc > 32767 ? 32767 : cc);                                                  \
+        c[k] = cc < lo ? lo : (cc > hi ? hi : cc);                                                              \
+    }
+    if (cifg) {
+        CELL_LOOP(32767 - f)
+    } else {
+        CELL_LOOP(sg[gi[k] & 0xFFFF])
+    }
+#undef CELL_LOOP
+}
+
+/* steps [t_lo, t_hi) of the sequence (descending when reverse); x: int8 [T, B, I] and y: int8 [T, B, Hp] of the
+ * whole sequence */
+int litert_lstm(const lstm_args *a, const int8_t *x, int8_t *y, int32_t t_lo, int32_t t_hi, int32_t reverse) {
     const int B = a->B, H = a->H, Hp = a->Hp, GH = a->G * a->H;
     const int32_t cI = a->col[0] * H, cF = a->col[1] * H, cC = a->col[2] * H, cO = a->col[3] * H;
     for (int32_t n = 0; n < t_hi - t_lo; n++) {
         int32_t t = reverse ? t_hi - 1 - n : t_lo + n;
-        preact(a, xin, (int64_t)(t - t_lo) * B);
+        preact(a, x, t);
         /* peepholes and layer norm of i, f, c (the output gate waits for the new cell) */
         for (int g = 0; g < 3; g++) {
             if (a->col[g] < 0) continue;
@@ -259,18 +342,11 @@ int litert_lstm(const lstm_args *a, const void *xin, int8_t *y, int32_t t_lo, in
             if (a->ln)
                 for (int b = 0; b < B; b++) layer_norm(a, g, v + (int64_t)b * GH, H);
         }
-        const int64_t hi = a->qcell_clip > 0 ? a->qcell_clip : 32767, lo = a->qcell_clip > 0 ? -hi : -32768, sh = a->sh_ig;
-        const int32_t *restrict sg = a->sig, *restrict t3 = a->tanh3;
+        const int32_t hi = a->qcell_clip > 0 ? a->qcell_clip : 32767, lo = a->qcell_clip > 0 ? -hi : -32768;
         for (int b = 0; b < B; b++) {
-            const int32_t *restrict gr = a->gate + (int64_t)b * GH;
-            int32_t *restrict c = a->c + (int64_t)b * H;
-            const int32_t *restrict gi = gr + (a->cifg ? cF : cI);
-            for (int k = 0; k < H; k++) {
-                int64_t f = sg[gr[cF + k] & 0xFFFF], i = sg[gi[k] & 0xFFFF];
-                if (a->cifg) i = 32767 - f;
-                int64_t cc = rdpot_c(f * c[k], 15) + rdpot_c(i * t3[gr[cC + k] & 0xFFFF], sh);
-                c[k] = (int32_t)sat(sat(cc, -32768, 32767), lo, hi);
-            }
+            const int32_t *gr = a->gate + (int64_t)b * GH;
+            cell_row(gr + cF, gr + (a->cifg ? cF : cI), gr + cC, a->c + (int64_t)b * H, a->sig, a->tanh3, H, a->cifg,
+                     a->sh_ig, lo, hi);
         }
         if (a->has_p[3]) peephole(a, 3, a->gate + cO, GH);
         if (a->ln)
@@ -280,19 +356,19 @@ int litert_lstm(const lstm_args *a, const void *xin, int8_t *y, int32_t t_lo, in
             int16_t *restrict out = a->proj ? a->m + (int64_t)b * a->Kp : a->h + (int64_t)b * a->Kr;
             const int32_t *restrict sg = a->sig, *restrict tc = a->tanhc;
             const int64_t zp = a->proj ? -(int64_t)a->zp_hid : a->zp_hid, hq = a->hid_q, hs = a->hid_s;
-            if (a->single || hs > 0) {
+            if (a->single) {
                 for (int k = 0; k < H; k++)
-                    out[k] = (int16_t)sat(mbqm((int64_t)sg[go[k] & 0xFFFF] * tc[c[k] & 0xFFFF], hq, hs, a->single) + zp,
+                    out[k] = (int16_t)sat(rq_single(sg[go[k] & 0xFFFF] * tc[c[k] & 0xFFFF], (int32_t)hq, hs) + zp,
                                           -128, 127);
-            } else {
-                const int64_t R = -hs, nud = R > 0 ? (int64_t)1 << (R - 1) : 0, rpos = R > 0;
+            } else {  /* sigmoid x tanh in Q0.30: |x| < 2^30 */
+                const int64_t L = hs > 0 ? hs : 0, R = hs < 0 ? -hs : 0, nud = R > 0 ? (int64_t)1 << (R - 1) : 0;
                 for (int k = 0; k < H; k++)
-                    out[k] = (int16_t)sat(rq_double((int64_t)sg[go[k] & 0xFFFF] * tc[c[k] & 0xFFFF], hq, 0, R, nud, rpos)
+                    out[k] = (int16_t)sat(rq_double(sg[go[k] & 0xFFFF] * tc[c[k] & 0xFFFF], (int32_t)hq, L, R, nud, R > 0)
                                           + zp, -128, 127);
             }
         }
         if (a->proj) {
-            gemv(a->m, a->Wp, a->acc, B, a->Kp, a->Np);
+            dots(a, a->m, a->Kp, &a->Wp, a->Np, a->acc);
             for (int b = 0; b < B; b++) {
                 const int32_t *acc = a->acc + (int64_t)b * a->Np;
                 int16_t *hb = a->h + (int64_t)b * a->Kr;
@@ -304,9 +380,11 @@ int litert_lstm(const lstm_args *a, const void *xin, int8_t *y, int32_t t_lo, in
                 }
             }
         }
-        int8_t *yt = y + (int64_t)t * B * Hp;
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < Hp; j++) yt[(int64_t)b * Hp + j] = (int8_t)a->h[(int64_t)b * a->Kr + j];
+        int8_t *restrict yt = y + (int64_t)t * B * Hp;
+        for (int b = 0; b < B; b++) {
+            const int16_t *restrict hb = a->h + (int64_t)b * a->Kr;
+            for (int j = 0; j < Hp; j++) yt[(int64_t)b * Hp + j] = (int8_t)hb[j];
+        }
     }
     return 0;
 }

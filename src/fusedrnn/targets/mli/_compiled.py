@@ -18,7 +18,7 @@ import numpy as np
 from ... import _native
 from ...cells.compiled import _build
 
-ABI = 3
+ABI = 4
 
 P = ctypes.c_void_p
 I32, I64 = ctypes.c_int32, ctypes.c_int64
@@ -43,7 +43,13 @@ class Mli2Args(ctypes.Structure):
         ("cs", P), ("csn", P), ("sig", Act), ("tnh", Act), ("actc", Act), ("op", Binop * 5), ("valid", P),
         ("h", P), ("c", P), ("Y", P), ("hk", P), ("acc", P), ("tmp", P)] + [
         (n, I32) for n in ("Kp", "np_w", "np_n", "pad2")] + [("W2", P), ("Wn2", P), ("acc32", P),
-                                                               ("ew", Ew * 5)]
+                                                               ("ew", Ew * 5)] + [
+        ("W8", P), ("Wn8", P), ("off_w", P), ("off_n", P), ("xu", P)]
+
+
+class I8pArgs(ctypes.Structure):
+    _fields_ = [(n, I32) for n in ("R", "K", "Kp", "np")] + [("x", P), ("W8", P), ("W2", P), ("off", P),
+                                                              ("out", P), ("scratch", P)]
 
 
 class EwArgs(ctypes.Structure):
@@ -70,10 +76,12 @@ class Mli1Args(ctypes.Structure):
 def _bind(lib) -> None:
     for name, st in (("mli2_lstm", Mli2Args), ("mli2_gru", Mli2Args), ("mli1_lstm", Mli1Args),
                      ("mli2_partials", PartArgs), ("mli2_eltwise", EwArgs),
-                     ("mli_quantize_f32", QuantArgs)):
+                     ("mli_quantize_f32", QuantArgs), ("mli_i8_products", I8pArgs)):
         fn = getattr(lib, name)
         fn.argtypes = [ctypes.POINTER(st)]
         fn.restype = ctypes.c_int
+    lib.mli_i8_vnni.argtypes = []
+    lib.mli_i8_vnni.restype = ctypes.c_int
 
 
 _LOOP = _build.CompiledLoop("MLI", _native.Library("mli", ABI, _bind))
@@ -141,6 +149,40 @@ def even(k: int) -> int:
 def padded_columns(n: int) -> int:
     """Columns of the pair layout: a multiple of 16 (one tile of the kernel's GEMM)."""
     return -(-n // 16) * 16
+
+
+def quad_packed_int8(W2: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Stacked weights [K, N] with int8 values -> (int8 [K4 / 4, np, 4] with Q[k // 4, n, k % 4] = W[k, n], int32
+    off [np] = -128 * sum_k W[k, n]): the operands of the kernel's ``i8dot_gemm`` (targets/_int8_dot.h), K4 = K
+    rounded up to a multiple of 4, np = N rounded up to a multiple of 16, zero-padded. None when a weight is
+    outside int8 or K >= 2^17 (|off| < 2^31 needs K * 128 * 128 < 2^31)."""
+    W2 = np.asarray(W2)
+    K, N = W2.shape
+    if K >= 1 << 17 or (W2.size and (W2.min() < -128 or W2.max() > 127)):
+        return None
+    n_pad = padded_columns(N)
+    Q = np.zeros((-(-K // 4) * 4, n_pad), np.int8)
+    Q[:K, :N] = W2
+    off = np.zeros(n_pad, np.int32)
+    off[:N] = -128 * W2.astype(np.int64).sum(axis=0)
+    return np.ascontiguousarray(Q.reshape(-1, 4, n_pad).transpose(0, 2, 1)), off
+
+
+def i8_products(lib, x8: np.ndarray, pairs: np.ndarray, quads: tuple[np.ndarray, np.ndarray], out: np.ndarray,
+                scratch: np.ndarray) -> np.ndarray:
+    """out[r, n] = sum_k x8[r, k] W[k, n] (int32, exact: every sum of an sa8 layer fits, and wraps like the int32
+    value it feeds otherwise) for int8 rows x8 [R, K]; ``pairs`` and ``quads`` are W's
+    :func:`pair_packed_int16` and :func:`quad_packed_int8`; out int32 [R, np]; scratch at least
+    :func:`i8_scratch_bytes` bytes."""
+    R, K = x8.shape
+    a = I8pArgs(R, K, even(K), out.shape[1], x8.ctypes.data, quads[0].ctypes.data, pairs.ctypes.data,
+                quads[1].ctypes.data, out.ctypes.data, scratch.ctypes.data)
+    lib.mli_i8_products(a)
+    return out
+
+
+def i8_scratch_bytes(R: int, K: int) -> int:
+    return R * max(-(-K // 4) * 4, 2 * even(K))
 
 
 def pair_packed_int16(W2: np.ndarray) -> np.ndarray:

@@ -1,14 +1,15 @@
 /* fusedrnn MLI compiled recurrence: the time loops of the MLI 2.0 LSTM / GRU cells (cells.py) and the MLI 1.x
  * LSTM cell (mli1.py), bit-exact with those NumPy paths, which stay the reference.
  *
- * Built at first use by fusedrnn.targets.mli._compiled (cc -O3 -march=native, ctypes, no Python C-API). The
- * Python side precomputes the input partials of every step (one exact GEMM) and every table: activations (all
- * possible inputs) and, for sa8, the element-wise MUL / ADD / SUB of every int8 operand pair. This file does per
- * step the recurrent dot products (exact integer arithmetic), their requantization, the saturating sum with the
- * input partial, and the element-wise cell update. Integer helpers mirror _arith.py (mli_math.h semantics).
- * Where every partial sum provably fits int32 (sa8, fx16_fx8_fx8 without wrapping), the recurrent product is
- * an int16 multiply-add GEMM on pair-packed weights (gemm32: AVX-512 and AVX2 panels of one macro, or plain C),
- * and requantizations whose parameters rule out saturation use rq_fast (same results, vectorisable).
+ * Built by fusedrnn._native per instruction-set level (ctypes, no Python C-API). The Python side precomputes
+ * the input partials of every step (products from mli_i8_products for sa8, else one exact float GEMM, finished by
+ * mli2_partials) and every table: activations (all possible inputs) and, for sa8, the element-wise MUL / ADD /
+ * SUB of every int8 operand pair. This file does per step the recurrent dot products (exact integer arithmetic),
+ * their requantization, the saturating sum with the input partial, and the element-wise cell update. Integer
+ * helpers mirror _arith.py (mli_math.h semantics). Where every partial sum provably fits int32 (sa8, fx16_fx8_fx8
+ * without wrapping), the recurrent product is an int16 multiply-add GEMM on pair-packed weights (gemm32: AVX-512
+ * and AVX2 panels of one macro, or plain C; sa8 with AVX-512 VNNI: vpdpbusd on int8 quads, ../_int8_dot.h), and
+ * requantizations whose parameters rule out saturation use rq_fast (same results, vectorisable).
  */
 #include <stdint.h>
 #include <string.h>
@@ -16,7 +17,9 @@
 #include <immintrin.h>
 #endif
 
-#define MLI_ABI 3
+#include "../_int8_dot.h"
+
+#define MLI_ABI 4
 int mli_abi_version(void) { return MLI_ABI; }
 
 /* ---- mli_math.h primitives on int64 values (see _arith.py) ------------------------------------------------ */
@@ -220,6 +223,9 @@ typedef struct {
     const int16_t *W2, *Wn2;    /* int32-exact path: weights as [Kp/2, np, 2] pairs (NULL: the dot products) */
     int32_t *acc32;             /* scratch [B, max(np_w, np_n)] */
     ew_t ew[5];                 /* sa8: op[k] from its parameters where ew[k].fast */
+    const int8_t *W8, *Wn8;     /* sa8: W2 / Wn2 as int8 quads [K4 / 4, np, 4] for i8dot_gemm (NULL: gemm32) */
+    const int32_t *off_w, *off_n; /* their offsets -128 * column sum (_int8_dot.h) */
+    uint8_t *xu;                /* scratch [B, K4] */
 } mli2_args;
 
 /* input partials: int64 for fx16, int32 otherwise (``flavor`` is a compile-time constant where it is used) */
@@ -235,12 +241,13 @@ AI int64_t requant(int flavor, int mode, const int64_t *mul, const int64_t *shif
     return rnd_w(s, (int)shift[0], 32, mode);
 }
 
-/* first_partial (dense.py) from exact float products: r_0 = requant(wrap(acc - zp·colsum + bias)) */
+/* first_partial (dense.py) from exact products (float, or int32 from mli_i8_products): r_0 = requant(wrap(acc -
+ * zp·colsum + bias)) */
 typedef struct {
     int32_t flavor, mode, R, N, G, ld; /* rows, columns, gate blocks (N / G columns each), row stride of accf */
-    int32_t f64, out64, zp_in, pad;
+    int32_t f64, out64, zp_in, pad;    /* f64: accf is float32 (0), float64 (1) or int32 (2: mli_i8_products) */
     int64_t mul[4], shift[4];
-    const void *accf;                  /* [R, ld] float32 or float64 holding exact integers */
+    const void *accf;                  /* [R, ld] float32 or float64 holding exact integers, or int32 (mod 2^32) */
     const int64_t *cs, *bias;          /* [N] */
     void *out;                         /* [R, N] int32 or int64 */
 } part_args;
@@ -255,11 +262,12 @@ AI void partials_rows(const part_args *a, const int flavor, const int mode, cons
             const int64_t i0 = r * a->ld + (int64_t)g * w, o0 = r * N + (int64_t)g * w;
             const double *restrict fd = (const double *)a->accf + i0;
             const float *restrict ff = (const float *)a->accf + i0;
+            const int32_t *restrict fi = (const int32_t *)a->accf + i0;
             int64_t *restrict o64 = (int64_t *)a->out + o0;
             int32_t *restrict o32 = (int32_t *)a->out + o0;
 #define PART_BODY(RQ)                                                                       \
             for (int j = 0; j < w; j++) {                                                   \
-                int64_t v = (f64 ? (int64_t)fd[j] : (int64_t)ff[j]) - zp * cs[j] + bias[j]; \
+                int64_t v = (f64 == 2 ? (int64_t)fi[j] : f64 ? (int64_t)fd[j] : (int64_t)ff[j]) - zp * cs[j] + bias[j]; \
                 if (flavor != FL_FX16) v = wrap32(v);                                       \
                 v = RQ;                                                                     \
                 if (out64) o64[j] = v;                                                      \
@@ -276,7 +284,10 @@ AI void partials_rows(const part_args *a, const int flavor, const int mode, cons
 }
 
 AI int partials_impl(const part_args *a, const int flavor, const int mode) {
-    if (a->f64) {
+    if (a->f64 == 2) { /* sa8 only: the int32 sums wrap like the int32 value v */
+        if (a->out64) partials_rows(a, flavor, mode, 2, 1);
+        else partials_rows(a, flavor, mode, 2, 0);
+    } else if (a->f64) {
         if (a->out64) partials_rows(a, flavor, mode, 1, 1);
         else partials_rows(a, flavor, mode, 1, 0);
     } else {
@@ -407,15 +418,23 @@ static void gemm32(const int16_t *restrict hk, const int16_t *restrict W2, int B
 }
 
 /* acc[b, n] = requantized recurrent partial r_1 of outputs n in [0, N) (gate block of n: gate0 + n / M) */
-AI void rec(const mli2_args *a, const int16_t *W, const int16_t *W2, int np, const int64_t *cs, int N, int gate0,
-            int64_t *restrict acc, const int flavor, const int mode) {
+AI void rec(const mli2_args *a, const int16_t *W, const int16_t *W2, const int8_t *W8, const int32_t *off, int np,
+            const int64_t *cs, int N, int gate0, int64_t *restrict acc, const int flavor, const int mode) {
     const int B = a->B, K = a->K, Kp = a->Kp, M = a->M, acc64 = a->acc64, wrap = a->wrap;
     const int16_t *hk = a->hk;
     int64_t mul[4], shift[4];
     memcpy(mul, a->mul, sizeof mul);
     memcpy(shift, a->shift, sizeof shift);
     if (W2 && !acc64 && !wrap) { /* |sum| < 2^31 and every pair sum fits int32 */
+#if I8DOT_VNNI
+        if (flavor == FL_SA8 && W8) { /* the same sums: int8 states and weights */
+            const int K4 = (K + 3) & ~3;
+            i8dot_offset_rows16(hk, Kp, K, a->xu, K4, B);
+            i8dot_gemm(a->xu, K4, W8, off, a->acc32, np, B, np);
+        } else
+#endif
         gemm32(hk, W2, B, Kp, np, a->acc32);
+        (void)W8, (void)off;
         const int64_t zp = a->zp_in;
         for (int gg = 0; gg < N / M; gg++) {
             const int g = gate0 + gg;
@@ -490,7 +509,7 @@ AI int lstm_impl(const mli2_args *a, const int flavor, const int mode) {
     for (int s = a->s0; s < a->s1; s++) {
         const int t = a->reverse ? T - 1 - s : s;
         load_hk(a, a->h);
-        rec(a, a->W, a->W2, a->np_w, a->cs, GM, 0, a->acc, flavor, mode);
+        rec(a, a->W, a->W2, a->W8, a->off_w, a->np_w, a->cs, GM, 0, a->acc, flavor, mode);
         for (int b = 0; b < B; b++) {
             if (a->valid && !a->valid[(int64_t)s * B + b]) {
                 memcpy(a->Y + ((int64_t)s * B + b) * M, a->h + (int64_t)b * M, sizeof(int64_t) * M);
@@ -540,7 +559,7 @@ AI int gru_impl(const mli2_args *a, const int flavor, const int mode) {
     for (int s = a->s0; s < a->s1; s++) {
         const int t = a->reverse ? T - 1 - s : s;
         load_hk(a, a->h);
-        rec(a, a->W, a->W2, a->np_w, a->cs, 2 * M, 0, a->acc, flavor, mode);
+        rec(a, a->W, a->W2, a->W8, a->off_w, a->np_w, a->cs, 2 * M, 0, a->acc, flavor, mode);
         for (int b = 0; b < B; b++) {
             const int64_t base = ((int64_t)t * B + b) * 2 * M;
             const int64_t *r1 = a->acc + (int64_t)b * 2 * M, *h = a->h + (int64_t)b * M;
@@ -560,7 +579,7 @@ AI int gru_impl(const mli2_args *a, const int flavor, const int mode) {
         ew_pass(&ops[1], &a->ew[1], a->h, z, hz, (int)BM, mode, sa8);
         ew_pass(&ops[2], &a->ew[2], ones, z, omz, (int)BM, mode, sa8);
         load_hk(a, hr);
-        rec(a, a->Wn, a->Wn2, a->np_n, a->csn, M, 2, accn, flavor, mode);
+        rec(a, a->Wn, a->Wn2, a->Wn8, a->off_n, a->np_n, a->csn, M, 2, accn, flavor, mode);
         if (sa8)
             act_pass_sa8(&tnh, (const int32_t *)a->r0n + (int64_t)t * BM, accn, nn, (int)BM, a->io_lo, a->io_hi);
         else
@@ -591,6 +610,38 @@ AI int gru_impl(const mli2_args *a, const int flavor, const int mode) {
 DISPATCH(mli2_partials, partials_impl, part_args)
 DISPATCH(mli2_lstm, lstm_impl, mli2_args)
 DISPATCH(mli2_gru, gru_impl, mli2_args)
+
+/* out[r, n] = sum_k x[r, k] W[k, n] (mod 2^32) for int8 x [R, K] and int8 weights: the input products of the sa8
+ * partials (mli2_partials with f64 = 2), with vpdpbusd (W8 quads, off) where the build has AVX-512 VNNI, else with
+ * gemm32 on int16 copies of the rows (W2 pairs); out has row stride np (np a multiple of 16, Kp = K rounded up
+ * to even, K4 to a multiple of 4) */
+typedef struct {
+    int32_t R, K, Kp, np;
+    const int8_t *x, *W8;
+    const int16_t *W2;
+    const int32_t *off;
+    int32_t *out;
+    void *scratch;                     /* uint8 [R, K4] (VNNI) or int16 [R, Kp] */
+} i8p_args;
+
+int mli_i8_products(const i8p_args *a) {
+#if I8DOT_VNNI
+    const int K4 = (a->K + 3) & ~3;
+    i8dot_offset_rows8(a->x, a->K, a->K, (uint8_t *)a->scratch, K4, a->R);
+    i8dot_gemm((const uint8_t *)a->scratch, K4, a->W8, a->off, a->out, a->np, a->R, a->np);
+#else
+    int16_t *hk = (int16_t *)a->scratch;
+    for (int64_t r = 0; r < a->R; r++) {
+        for (int k = 0; k < a->K; k++) hk[r * a->Kp + k] = a->x[r * a->K + k];
+        for (int k = a->K; k < a->Kp; k++) hk[r * a->Kp + k] = 0;
+    }
+    gemm32(hk, a->W2, a->R, a->Kp, a->np, a->out);
+#endif
+    return 0;
+}
+
+/* 1 when mli_i8_products uses vpdpbusd (its scratch is uint8 [R, K4]), else 0 (int16 [R, Kp]) */
+int mli_i8_vnni(void) { return I8DOT_VNNI; }
 
 /* ---- the MLI test harness's quantizer (numerics.affine.mli_quantize), per tensor ---------------------------
  * q = sat_bits(wrap32((int32)(sv·x ± 0.5f) + zp)): float32 product (exact in double, rounded once to float, so

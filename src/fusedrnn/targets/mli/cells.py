@@ -8,6 +8,7 @@ work vectorised over batch rows and units. Results equal running the MLI kernel 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,19 +121,44 @@ def _mat(cache: dict | None, key: str, W, flavor: str):
     return m
 
 
+REUSE_MAX_BYTES = 32 << 20
+"""Largest partials buffer a thread keeps for its next call (fresh pages cost ~0.5 ms per call on S2)."""
+_buffers = threading.local()
+
+
+def _partials_buffer(shape: tuple, dtype, tag: str | None) -> np.ndarray:
+    """An uninitialised array for the compiled path's partials: this thread's buffer of the last call with the same
+    ``tag`` when it is large enough (the partials live only during one cell call: the kernel reads them and no
+    result refers to them), else a new one, kept when at most :data:`REUSE_MAX_BYTES`."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    if tag is None or n > REUSE_MAX_BYTES:
+        return np.empty(shape, dtype)
+    pool = getattr(_buffers, "pool", None)
+    if pool is None:
+        pool = _buffers.pool = {}
+    buf = pool.get(tag)
+    if buf is None or buf.size < n:
+        buf = pool[tag] = np.empty(n, np.uint8)
+    return buf[:n].view(dtype).reshape(shape)
+
+
 def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None, lib=None, cache=None, tag=None):
     """r_0 (input 0 with the bias, requantized to the IR) for every step and gate: [T, B, G*M], computed in
-    chunks of steps; int32 storage where r_0 is a 32-bit value. With ``lib`` (the compiled kernel) the exact float
-    GEMM result is finished in one compiled pass; its bias term is kept in ``cache`` under ``tag`` (sa8, whose
-    pairs are cached objects: same weights and bias for the life of the cache, like :func:`_mat`)."""
+    chunks of steps; int32 storage where r_0 is a 32-bit value. With ``lib`` (the compiled kernel) the products come
+    from the kernel (sa8: int8 x int8 summed in int32, the same wrap as the int32 value they feed) or from one exact
+    float GEMM, and are finished in one compiled pass; the sa8 weights' packed layouts and the bias term are kept in
+    ``cache`` under ``tag`` (sa8, whose pairs are cached objects: same weights and bias for the life of the cache,
+    like :func:`_mat`)."""
     T, B, N = x.shape
     mat = mat if mat is not None else A.int_matrix(_stack(Wi), XMAX[flavor])
     b = A.i64(bias).reshape(-1)
-    r0 = np.empty((T, B, b.size), np.int64 if flavor == "fx16" else np.int32)
+    r0_dtype = np.int64 if flavor == "fx16" else np.int32
     step = max(1, CHUNK_ROWS // max(B, 1))
     xs = _small(x, flavor)
     if lib is not None and mat.dtype is not None and (mat.a_capacity is None or
                                                       -A.lim(8 * xs.itemsize)[0] <= mat.a_capacity):
+        r0 = _partials_buffer((T, B, b.size), r0_dtype, tag)
         a = C.PartArgs()
         a.flavor, a.mode, a.N = FLAVOR_CODE[flavor], 0 if mode == "up" else 1, b.size
         a.G = pair0.blocks if (flavor == "sa8" and pair0.blocks) else 1
@@ -148,15 +174,30 @@ def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None, lib=N
                 cache[key + ("pair",)] = pair0  # keeps pair0 (and so its id) alive with the entry
         cs = np.ascontiguousarray(mat.column_sums, np.int64)
         a.cs, a.bias = cs.ctypes.data, bt.ctypes.data
-        fbuf = np.empty((min(T, step) * B, b.size), mat.dtype)
+        # sa8: the products in the kernel (int8 x int8 -> int32, wrapping mod 2^32 like the int32 value they feed),
+        # else one float GEMM per chunk of steps, exact: every product and partial sum is an integer of magnitude
+        # <= K * max|x| * max|W|, at most 2^24 for float32 and 2^53 for float64 (IntMatrix picks the dtype from
+        # that bound; the condition above checks that x's range, -lim(8 * itemsize), is within a_capacity)
+        packed = _weights_q(cache, ("wi_q", tag), mat.b) if flavor == "sa8" else None
+        if packed is not None:
+            a.f64 = 2
+            fbuf = np.empty((min(T, step) * B, packed[0].shape[1]), np.int32)
+            scratch = np.empty(C.i8_scratch_bytes(min(T, step) * B, N), np.uint8)
+        else:
+            fbuf = np.empty((min(T, step) * B, b.size), mat.dtype)
         for t0 in range(0, T, step):
             t1 = min(T, t0 + step)
             rows = (t1 - t0) * B
-            f = mat.matmul_float(xs[t0:t1].reshape(rows, N), out=fbuf[:rows], check=False)
+            if packed is not None:
+                f = C.i8_products(lib, np.ascontiguousarray(xs[t0:t1].reshape(rows, N)), packed[0], packed[1],
+                                  fbuf[:rows], scratch)
+            else:
+                f = mat.matmul_float(xs[t0:t1].reshape(rows, N), out=fbuf[:rows], check=False)
             a.R, a.ld, a.accf = rows, f.strides[0] // f.itemsize, f.ctypes.data
             a.out = r0[t0:t1].ctypes.data
             lib.mli2_partials(a)
         return r0
+    r0 = np.empty((T, B, b.size), r0_dtype)
     for t0 in range(0, T, step):
         t1 = min(T, t0 + step)
         r0[t0:t1] = D.first_partial(xs[t0:t1].reshape(-1, N), mat, pair0, b, flavor, full_accu, mode).reshape(
@@ -401,6 +442,28 @@ def _weights_t(cache, key: str, W) -> tuple[np.ndarray, np.ndarray]:
     return w
 
 
+def _weights_q(cache, key, st) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None:
+    """sa8 weights [K, N] for the kernel's int8 products: (pair-packed int16, (int8 quads, offsets)) or None
+    (a weight outside int8); kept in ``cache`` under ``key`` when given (``key[1]`` None: not cached)."""
+    if cache is not None and key[1] is not None and key in cache:
+        return cache[key]
+    q = C.quad_packed_int8(st)
+    w = None if q is None else (C.pair_packed_int16(st), q)
+    if cache is not None and key[1] is not None:
+        cache[key] = w
+    return w
+
+
+def _set_quads(a, keep, cache, key: str, W, which: str) -> None:
+    """sa8 recurrent weights also as int8 quads (``a.W8`` / ``a.Wn8`` and their offsets) for the kernel's
+    vpdpbusd products; left NULL (gemm32) where a weight is outside int8."""
+    w = _weights_q(cache, (key, "rec"), _stack(W))
+    if w is not None:
+        q, off = w[1]
+        setattr(a, which, keep(q))
+        setattr(a, "off_w" if which == "W8" else "off_n", keep(off))
+
+
 def _set_pair(a, pair, g0: int, n: int) -> None:
     if pair.flavor == "sa8":
         mul = np.broadcast_to(A.i64(pair.out_mul), (n,))
@@ -431,6 +494,7 @@ def _base(flavor, mode, r0, M, reverse, wrap, valid, h, G):
     a.acc = keep(np.empty((B, G * M), np.int64))
     a.acc32 = keep(np.empty((B, C.padded_columns(G * M)), np.int32))
     a.tmp = keep(np.empty((B, 8 * M), np.int64))
+    a.xu = keep(np.empty((B, -(-M // 4) * 4), np.uint8))
     return keep, a, h, Y
 
 
@@ -447,6 +511,8 @@ def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, lut
     a.c = c.ctypes.data
     wt, w2 = _weights_t(cache, "wo_t16", Wo)
     a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(rmat.column_sums, np.int64)
+    if flavor == "sa8":
+        _set_quads(a, keep, cache, "wo_q8", Wo, "W8")
     qs, qt = (SA8_OUT["sigm"], SA8_OUT["tanh"]) if flavor == "sa8" else (15, 15)
     a.sig, a.tnh = _actc(keep, "sigm", qir, flavor, luts, mode), _actc(keep, "tanh", qir, flavor, luts, mode)
     qa = q.cell
@@ -473,6 +539,9 @@ def _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap, h, q, qir, pairs, l
     a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(mat_zr.column_sums, np.int64)
     wt, w2 = _weights_t(cache, "wo_n_t16", Wo[_N])
     a.Wn, a.Wn2, a.np_n, a.csn = keep(wt), keep(w2), w2.shape[1], keep(mat_n.column_sums, np.int64)
+    if flavor == "sa8":
+        _set_quads(a, keep, cache, "wo_zr_q8", Wo[_ZR], "W8")
+        _set_quads(a, keep, cache, "wo_n_q8", Wo[_N], "Wn8")
     qs, qt = (SA8_OUT["sigm"], SA8_OUT["tanh"]) if flavor == "sa8" else (15, 15)
     a.sig, a.tnh = _actc(keep, "sigm", qir, flavor, luts, mode), _actc(keep, "tanh", qir, flavor, luts, mode)
     a.one = int(one[0])

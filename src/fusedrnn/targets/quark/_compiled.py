@@ -12,16 +12,22 @@ once per set of weights by :func:`pack`); the C code re-does exactly the per-ste
 from __future__ import annotations
 
 import ctypes
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from ... import _native
-from ...cells.compiled import _build
+from ...cells.compiled import _build, driver
 from .fixed import c_one_shl
 
-ABI = 5
+ABI = 6
 X_BLOCK_ROWS = 64  # rows (time steps x batch) of each input-projection GEMM in the loop
+SPLIT_MIN_MACS = 1 << 21
+"""Least multiply-adds of a call (steps x rows x both directions' products) for which its two directions run on two
+threads: handing one to the helper costs some tens of microseconds."""
 
 P = ctypes.c_void_p
 I32, I64 = ctypes.c_int32, ctypes.c_int64
@@ -38,7 +44,7 @@ class QuarkArgs(ctypes.Structure):
         (n, Srs) for n in ("xw", "xwq", "hr", "hrq", "xss", "hss", "oh")] + [
         ("y_scale", ctypes.c_float), ("y_zp", I32)] + [
         (n, P) for n in ("x", "xh", "xl", "qc", "W", "R", "h", "c", "y", "yf", "acc", "accx", "gf", "hn", "hs")] + [
-        ("xlo", I32 * 2)]
+        ("xlo", I32 * 2), ("d0", I32), ("d1", I32)]
 
 
 def _bind(lib) -> None:
@@ -127,6 +133,45 @@ def pack(wq: np.ndarray, rq: np.ndarray, p, *, reverse: tuple[bool, ...], faithf
     return Packed(D, G, I, H, W, R, qc, a)
 
 
+_helper: dict = {"pool": None}
+_helper_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    with _helper_lock:
+        if _helper["pool"] is None:
+            _helper["pool"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fusedrnn-quark")
+        return _helper["pool"]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _helper.update(pool=None))  # its thread did not survive the fork
+
+
+def _run_claimed(lib, calls: list) -> None:
+    """Run every call, the caller and one helper thread each claiming the next unclaimed one: a helper that is
+    late (its core busy) leaves the work to the caller, which then waits only for calls the helper has started."""
+    lock, state = threading.Lock(), {"next": 0}
+    done = [threading.Event() for _ in calls]
+
+    def claim() -> None:
+        while True:
+            with lock:
+                i = state["next"]
+                if i >= len(calls):
+                    return
+                state["next"] = i + 1
+            try:
+                lib.quark_run(ctypes.byref(calls[i]))
+            finally:
+                done[i].set()
+
+    _pool().submit(claim)
+    claim()
+    for e in done:
+        e.wait()
+
+
 def run(lib, pk: Packed, x16: np.ndarray, h0: np.ndarray, c0: np.ndarray, *, dequantize: bool):
     """The recurrence in C: x16 [T, B, I] int16-domain int16, h0 [D, B, H] int16-domain, c0 float32 [D, B, H].
     Returns (Y's uint16 codes [T, D, B, H], h int16 [D, B, H], c float32 [D, B, H], Y float32 or None)."""
@@ -148,16 +193,26 @@ def run(lib, pk: Packed, x16: np.ndarray, h0: np.ndarray, c0: np.ndarray, *, deq
     c = np.array(c0, dtype=np.float32, order="C")
     y = np.empty((T, D, B, H), np.uint16)
     yf = np.empty((T, D, B, H), np.float32) if dequantize else None
-    acc, accx = np.empty((B, Gp), np.int64), np.empty((D, ts, B, Gp), np.int64)
-    gf = np.empty(2 * G + 2 * H, np.float32)
-    hn = np.empty((B, H), np.int16)
-    hs = np.empty((2, B, Hp), np.int16)
-    xs = np.empty((2, T, B, Ip), np.int16)
-    call = QuarkArgs.from_buffer_copy(a)
-    call.T, call.B, call.ts = T, B, ts
-    call.x, call.h, call.c, call.y = x.ctypes.data, h.ctypes.data, c.ctypes.data, y.ctypes.data
-    call.yf = None if yf is None else yf.ctypes.data
-    call.acc, call.accx, call.gf, call.hn = acc.ctypes.data, accx.ctypes.data, gf.ctypes.data, hn.ctypes.data
-    call.hs, call.xh, call.xl = hs.ctypes.data, xs[0].ctypes.data, xs[1].ctypes.data
-    lib.quark_run(ctypes.byref(call))
+    accx = np.empty((D, ts, B, Gp), np.int64)
+    # a batch-1 call of both directions runs them on two threads (larger batches are split by rows, RowSplitter)
+    split = D == 2 and B == 1 and driver.threads() >= 2 and T * G * (I + H) * D >= SPLIT_MIN_MACS
+    calls, keep = [], []
+    for d0, d1 in ([(0, 1), (1, 2)] if split else [(0, D)]):
+        acc = np.empty((B, Gp), np.int64)
+        gf = np.empty(2 * G + 2 * H, np.float32)
+        hn = np.empty((B, H), np.int16)
+        hs = np.empty((2, B, Hp), np.int16)
+        xs = np.empty((2, T, B, Ip), np.int16)
+        keep.append((acc, gf, hn, hs, xs))
+        call = QuarkArgs.from_buffer_copy(a)
+        call.T, call.B, call.ts, call.d0, call.d1 = T, B, ts, d0, d1
+        call.x, call.h, call.c, call.y = x.ctypes.data, h.ctypes.data, c.ctypes.data, y.ctypes.data
+        call.yf = None if yf is None else yf.ctypes.data
+        call.acc, call.accx, call.gf, call.hn = acc.ctypes.data, accx.ctypes.data, gf.ctypes.data, hn.ctypes.data
+        call.hs, call.xh, call.xl = hs.ctypes.data, xs[0].ctypes.data, xs[1].ctypes.data
+        calls.append(call)
+    if split:
+        _run_claimed(lib, calls)
+    else:
+        lib.quark_run(ctypes.byref(calls[0]))
     return y, h[..., :H], c, yf

@@ -22,7 +22,7 @@
 
 #pragma STDC FP_CONTRACT OFF
 
-#define QUARK_ABI 5
+#define QUARK_ABI 6
 
 int quark_abi_version(void) { return QUARK_ABI; }
 
@@ -51,6 +51,8 @@ typedef struct {
     int16_t *hn;        /* scratch [B][H] */
     int16_t *hs;        /* scratch [2][B][Hp]: high and low bytes of h */
     int32_t xlo[2];     /* first input step of each direction's x-projection block */
+    int32_t d0, d1;     /* the directions this call runs: [d0, d1) (two calls on two threads may share h, c, y,
+                           accx: each touches its own direction's part; the other scratch is per call) */
 } QuarkArgs;
 
 static inline int64_t srs(int64_t x, const Srs *s) {
@@ -377,7 +379,7 @@ int quark_run(QuarkArgs *a) {
     const float s25 = 1.0f / 33554432.0f, s24 = 1.0f / 16777216.0f;
     split_bytes(a->x, a->xh, a->xl, (size_t)T * B * Ip);
     for (int t = 0; t < T; t++) {
-        for (int d = 0; d < D; d++) {
+        for (int d = a->d0; d < a->d1; d++) {
             const int rev = d ? a->rev1 : a->rev0;
             const int tx = rev ? T - 1 - t : t;
             int16_t *h = a->h + (size_t)d * B * Hp;

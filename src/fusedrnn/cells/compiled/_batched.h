@@ -294,21 +294,24 @@ int f32_batched_ok(const rnn_args *a) {
 #define ROW_BLOCK_BYTES (96L << 10)
 
 /* Chunking of a step for nth threads: row blocks of c->rbs rows (c->nrb of them) times c->npg panel groups. Small
- * batches split panels only (each thread keeps its panels' part of W and R in cache); large ones split rows
- * into blocks whose [x | h] stays in L2, panels in groups only where a block is not enough. */
+ * batches split panels only (each thread keeps its panels' part of W and R in cache), or not at all where the
+ * directions give every thread one (pipes); large ones split rows into blocks whose [x | h] stays in L2, also when
+ * bidirectional (a direction per thread would move its whole state between cores whenever one thread is late). */
 static void bt_plan(bctx *c, int nth) {
     const rnn_args *a = c->a;
     const int B = a->B, D = a->D, mr = mr_for(c->ng);
     const long KK = (long)a->I + a->H, macs = (long)B * a->G * a->H * KK;
     c->nrb = 1; c->npg = 1; c->rbs = B;
     if (nth < 2) return;
-    long want = (nth + D - 1) / D;  /* chunks per direction so that every thread can take one */
-    long cap = macs / (SPLIT_MIN_MACS / 2);
-    if (D >= nth || cap < 2) return;
-    if (want > cap) want = cap;
     long rbs = ROW_BLOCK_BYTES / (KK * 4);
     rbs = rbs < mr ? mr : rbs / mr * mr;
-    if (B >= 2 * rbs || B >= 4L * mr * want) {  /* large batch: blocks of rows, at least 2·want of them */
+    const int large = B >= 2 * rbs;  /* several L2-sized row blocks: split rows even when directions would do */
+    long want = (nth + D - 1) / D;   /* chunks per direction so that every thread can take one */
+    long cap = macs / (SPLIT_MIN_MACS / 2);
+    if (!large && (D >= nth || cap < 2)) return;  /* a direction per thread (pipes), or too small to share */
+    if (want > cap) want = cap;
+    if (want < 1) want = 1;
+    if (large || B >= 4L * mr * want) {  /* blocks of rows, at least 2·want of them */
         long nrb = (B + rbs - 1) / rbs;
         if (nrb < 2 * want) nrb = 2 * want;
         rbs = (B + nrb - 1) / nrb;

@@ -23,7 +23,8 @@
  * Contention: the caller watches its helpers (team_run). When they are often slower than the caller (their cores
  * shared with other processes), when none has taken a chunk for POOL_SOLO_NS, or when the caller once waited
  * POOL_WAIT_SOLO_NS for a chunk a helper took (that helper was descheduled mid-chunk), the rest of the call runs
- * on the caller alone (solo), without any synchronisation. Waiting spins briefly, then yields.
+ * on the caller alone (solo), without any synchronisation, and so do the calls of the next POOL_BACKOFF_NS (then
+ * the helpers are tried again). Waiting spins briefly, then yields.
  *
  * Results do not depend on which thread ran a chunk, nor on how a step was cut into chunks: every output element
  * is computed the same way in any chunk (scratch memory is per thread id, tid 0 the caller, 1 .. threads - 1 the
@@ -67,6 +68,7 @@ static inline void cpu_relax(void) {
 #define POOL_SOLO_NS 1000000L      /* no chunk finished by a helper for 1 ms: the call goes on alone */
 #define POOL_WAIT_SOLO_NS 200000L  /* one wait of 0.2 ms for a helper's chunk: the call goes on alone */
 #define POOL_WAKE_NS 200000L       /* a call wakes sleeping helpers at most once per 0.2 ms (a futex call each) */
+#define POOL_BACKOFF_NS 50000000L  /* after a call went on alone, calls in the next 50 ms run alone from the start */
 
 #define TK_GEN(v) ((uint32_t)((v) >> 32))
 #define TK_PIPES(v) ((int)(((v) >> 31) & 1))
@@ -81,15 +83,16 @@ typedef void (*pipe_fn)(void *ctx, int pipe, int step, int tid);
 
 /* Counters of the pool's life (relaxed; read by fusedrnn_pool_stats for tests and benchmarks): calls with
  * helpers, phases posted, chunks run by helpers, calls that went on alone, waits for a helper's chunk over
- * POOL_YIELD_NS. */
+ * POOL_YIELD_NS, phases helpers scanned, helpers' sleeps, calls that ran alone within POOL_BACKOFF_NS of one that
+ * went on alone. */
 static long pool_stats[8];
-enum { PS_CALLS, PS_PHASES, PS_HELPER_CHUNKS, PS_SOLO, PS_LONG_WAITS, PS_SCANS, PS_SLEEPS };
+enum { PS_CALLS, PS_PHASES, PS_HELPER_CHUNKS, PS_SOLO, PS_LONG_WAITS, PS_SCANS, PS_SLEEPS, PS_BACKOFFS };
 static inline void ps_add(int i, long v) { __atomic_add_fetch(&pool_stats[i], v, __ATOMIC_RELAXED); }
 
-/* Copies the first n (<= 5) counters into out; returns how many there are. */
+/* Copies the first n (<= 8) counters into out; returns how many there are. */
 int fusedrnn_pool_stats(long *out, int n) {
-    for (int i = 0; i < n && i < 7; i++) out[i] = __atomic_load_n(&pool_stats[i], __ATOMIC_RELAXED);
-    return 5;
+    for (int i = 0; i < n && i < 8; i++) out[i] = __atomic_load_n(&pool_stats[i], __ATOMIC_RELAXED);
+    return 8;
 }
 
 static struct {
@@ -99,12 +102,13 @@ static struct {
     uint64_t ticket;          /* see above; closed (n = 0) between phases of no call */
     int done;                 /* chunks of the current phase finished by helpers */
     long helper_ns;           /* time a helper last finished a chunk (contention watch) */
+    long backoff_until;       /* calls begun before this time run on the caller alone (sustained contention) */
     int wake, wake_sleepers;  /* futex word: bumped when a call's phase is posted while helpers sleep */
     chunk_fn fn;
     void *ctx;
     pipe_fn pfn;
     int pipe_steps;
-} pool = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0};
+} pool = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0};
 
 /* pipe k of a team_pipes call: generation (32 bits) | next step (30 bits) | done | busy (a cache line each) */
 static struct { uint64_t w; char pad[56]; } pool_pipes[POOL_PIPES] __attribute__((aligned(64)));
@@ -339,6 +343,11 @@ static void team_begin(team_t *t, int want) {
     t->woke = 0;
     if (want > POOL_MAX) want = POOL_MAX;
     if (want < 2 || pthread_mutex_trylock(&pool.busy) != 0) return;
+    if (now_ns() < pool.backoff_until) {  /* helpers were late moments ago: do not count on them yet */
+        ps_add(PS_BACKOFFS, 1);
+        pthread_mutex_unlock(&pool.busy);
+        return;
+    }
     while (pool.started < want - 1 && pool_start(pool.started + 1)) pool.started++;
     if (pool.started == 0) {
         pthread_mutex_unlock(&pool.busy);
@@ -351,6 +360,7 @@ static void team_begin(team_t *t, int want) {
 
 static void team_go_solo(team_t *t) {
     ps_add(PS_SOLO, 1);
+    pool.backoff_until = now_ns() + POOL_BACKOFF_NS;
     t->solo = 1;  /* helpers late, slow or descheduled: the rest of the call on this thread */
     __atomic_store_n(&pool.ticket, TK_MAKE(pool.gen, 1, 0), __ATOMIC_RELEASE);
 }

@@ -162,14 +162,15 @@ def last_path() -> str | None:
     return _switch["last"]
 
 
-POOL_STATS = ("calls", "phases", "helper_chunks", "solo", "long_waits", "scans", "sleeps")
+POOL_STATS = ("calls", "phases", "helper_chunks", "solo", "long_waits", "scans", "sleeps", "backoffs")
 
 
 def pool_stats() -> dict[str, int] | None:
     """Counters of the kernel's thread pool since the process started (None without the kernel): calls that had
     helpers, phases (steps or passes, or a bidirectional call's two direction pipes) posted to them, chunks (or
     pipe steps) the helpers ran, calls that went on alone because the helpers were late, slow or descheduled,
-    waits over 20 µs for a chunk a helper held, phases the helpers looked at, times a helper went to sleep."""
+    waits over 20 µs for a chunk a helper held, phases the helpers looked at, times a helper went to sleep, calls
+    that ran alone from the start because one had gone on alone less than 50 ms before."""
     lib = _build.load()
     if lib is None:
         return None

@@ -65,10 +65,11 @@ static inline void cpu_relax(void) {
 #define POOL_CHUNKS 4096           /* most chunks of one phase (a larger phase runs on the caller alone) */
 #define POOL_SPIN_NS 1000000L      /* an idle helper spins up to 1 ms for the next phase, then sleeps */
 #define POOL_YIELD_NS 20000L       /* a caller waiting for a helper's chunk spins 20 µs, then yields */
-#define POOL_SOLO_NS 1000000L      /* no chunk finished by a helper for 1 ms: the call goes on alone */
+#define POOL_SOLO_NS 5000000L      /* no chunk taken by a helper for 5 ms: the call goes on alone */
 #define POOL_WAIT_SOLO_NS 200000L  /* one wait of 0.2 ms for a helper's chunk: the call goes on alone */
 #define POOL_WAKE_NS 200000L       /* a call wakes sleeping helpers at most once per 0.2 ms (a futex call each) */
-#define POOL_BACKOFF_NS 50000000L  /* after a call went on alone, calls in the next 50 ms run alone from the start */
+#define POOL_BACKOFF_NS 10000000L  /* after a call went on alone, calls in the next 10 ms run alone from the start */
+#define POOL_SLOW_TICKS 4000       /* a wait counts as slow beyond the caller's own time plus this (1-4 µs of TSC) */
 
 #define TK_GEN(v) ((uint32_t)((v) >> 32))
 #define TK_PIPES(v) ((int)(((v) >> 31) & 1))
@@ -85,30 +86,31 @@ typedef void (*pipe_fn)(void *ctx, int pipe, int step, int tid);
  * helpers, phases posted, chunks run by helpers, calls that went on alone, waits for a helper's chunk over
  * POOL_YIELD_NS, phases helpers scanned, helpers' sleeps, calls that ran alone within POOL_BACKOFF_NS of one that
  * went on alone. */
-static long pool_stats[8];
+static struct { long v; char pad[56]; } pool_stats[8] __attribute__((aligned(64)));  /* a cache line each */
 enum { PS_CALLS, PS_PHASES, PS_HELPER_CHUNKS, PS_SOLO, PS_LONG_WAITS, PS_SCANS, PS_SLEEPS, PS_BACKOFFS };
-static inline void ps_add(int i, long v) { __atomic_add_fetch(&pool_stats[i], v, __ATOMIC_RELAXED); }
+static inline void ps_add(int i, long v) { __atomic_add_fetch(&pool_stats[i].v, v, __ATOMIC_RELAXED); }
 
 /* Copies the first n (<= 8) counters into out; returns how many there are. */
 int fusedrnn_pool_stats(long *out, int n) {
-    for (int i = 0; i < n && i < 8; i++) out[i] = __atomic_load_n(&pool_stats[i], __ATOMIC_RELAXED);
+    for (int i = 0; i < n && i < 8; i++) out[i] = __atomic_load_n(&pool_stats[i].v, __ATOMIC_RELAXED);
     return 8;
 }
 
+/* The pool's state; what one side writes and the other reads often sits in a cache line of its own. */
 static struct {
     pthread_mutex_t busy;     /* held by the caller whose call the pool runs */
     int started;              /* helpers running (0 again in a forked child) */
     uint32_t gen;             /* generation of the last phase (caller's copy) */
-    uint64_t ticket;          /* see above; closed (n = 0) between phases of no call */
-    int done;                 /* chunks of the current phase finished by helpers */
-    long helper_ns;           /* time a helper last finished a chunk (contention watch) */
     long backoff_until;       /* calls begun before this time run on the caller alone (sustained contention) */
-    int wake, wake_sleepers;  /* futex word: bumped when a call's phase is posted while helpers sleep */
-    chunk_fn fn;
+    uint64_t ticket __attribute__((aligned(64)));  /* see above; closed (n = 0) between phases of no call */
+    chunk_fn fn __attribute__((aligned(64)));      /* the posted phase (written only when it changes) */
     void *ctx;
     pipe_fn pfn;
     int pipe_steps;
-} pool = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0};
+    unsigned done __attribute__((aligned(64)));    /* chunks finished by helpers, ever (wraps) */
+    int wake __attribute__((aligned(64)));         /* futex word: bumped to wake sleeping helpers */
+    int wake_sleepers;
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER};
 
 /* pipe k of a team_pipes call: generation (32 bits) | next step (30 bits) | done | busy (a cache line each) */
 static struct { uint64_t w; char pad[56]; } pool_pipes[POOL_PIPES] __attribute__((aligned(64)));
@@ -147,10 +149,7 @@ static int pool_pipe_work(int tid, uint64_t v, int leader) {
             __atomic_store_n(&pool_pipes[k].w, PW_MAKE(g, step + 1, step + 1 >= nsteps), __ATOMIC_RELEASE);
             ran++;
             progressed = 1;
-            if (tid) {
-                ps_add(PS_HELPER_CHUNKS, 1);
-                __atomic_store_n(&pool.helper_ns, now_ns(), __ATOMIC_RELAXED);
-            }
+            if (tid) ps_add(PS_HELPER_CHUNKS, 1);
             break;  /* own pipe first again */
         }
         if (all_done) return ran;
@@ -222,7 +221,6 @@ static int pool_claim_all(int tid) {
             mine++;
             if (tid) {
                 ps_add(PS_HELPER_CHUNKS, 1);
-                __atomic_store_n(&pool.helper_ns, now_ns(), __ATOMIC_RELAXED);
                 __atomic_add_fetch(&pool.done, 1, __ATOMIC_RELEASE);
             }
         }
@@ -268,7 +266,6 @@ static void pool_after_fork_child(void) {
     pool.busy = fresh;
     pool.ticket = TK_MAKE(pool.gen + 1, 1, 0);  /* a phase in flight in the parent is not the child's */
     pool.gen++;
-    pool.done = 0;
     pool.wake_sleepers = 0;
     pool.started = 0;  /* the helpers did not survive the fork: start new ones when needed */
 }
@@ -333,6 +330,7 @@ typedef struct {
     int slow;        /* score of phases where the caller waited for helpers longer than its own chunks took */
     int alone;       /* consecutive phases the caller ran every chunk of */
     long woke;       /* when the caller last woke sleeping helpers */
+    long alone_since;  /* when the current run of phases without help began */
 } team_t;
 
 /* Begins a call that may use up to `want` threads: t->nth is what it got (1 when the pool is taken by another
@@ -340,7 +338,7 @@ typedef struct {
 static void team_begin(team_t *t, int want) {
     t->nth = 1;
     t->solo = t->slow = t->alone = 0;
-    t->woke = 0;
+    t->woke = t->alone_since = 0;
     if (want > POOL_MAX) want = POOL_MAX;
     if (want < 2 || pthread_mutex_trylock(&pool.busy) != 0) return;
     if (now_ns() < pool.backoff_until) {  /* helpers were late moments ago: do not count on them yet */
@@ -355,7 +353,6 @@ static void team_begin(team_t *t, int want) {
     }
     t->nth = pool.started + 1 < want ? pool.started + 1 : want;
     ps_add(PS_CALLS, 1);
-    __atomic_store_n(&pool.helper_ns, now_ns(), __ATOMIC_RELAXED);  /* the call's start counts as help */
 }
 
 static void team_go_solo(team_t *t) {
@@ -368,8 +365,9 @@ static void team_go_solo(team_t *t) {
 /* The phase fn(ctx, i, tid) for the chunks i < n, each run once by some thread of the call; returns when all
  * are done (their writes visible here).
  *
- * Contention is judged per phase: a wait for helpers' chunks longer than the caller's own chunks took counts as
- * a slow phase (+4), any other phase -1; at a score of 64 (about one phase in five slow, sustained), or after
+ * Contention is judged per phase: a wait for helpers' chunks longer than the caller's own chunks took (plus
+ * POOL_SLOW_TICKS: cross-core hand-over alone takes a fraction of a microsecond) counts as a slow phase (+4), any
+ * other phase -1; at a score of 64 (about one phase in five slow, sustained), or after
  * one wait over POOL_WAIT_SOLO_NS, or when for 64 phases and POOL_SOLO_NS no helper took a chunk, the call goes
  * on alone. */
 static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
@@ -378,9 +376,9 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
         return;
     }
     ps_add(PS_PHASES, 1);
-    pool.fn = fn;
-    pool.ctx = ctx;
-    __atomic_store_n(&pool.done, 0, __ATOMIC_RELAXED);
+    if (pool.fn != fn) pool.fn = fn;  /* unchanged: the helpers' copy of the line stays valid */
+    if (pool.ctx != ctx) pool.ctx = ctx;
+    const unsigned d0 = __atomic_load_n(&pool.done, __ATOMIC_RELAXED);  /* no helper holds a chunk now */
     pool_next_gen();
     const uint64_t ta = ticks();
     __atomic_store_n(&pool.ticket, TK_MAKE(pool.gen, t->nth, n), __ATOMIC_SEQ_CST);
@@ -393,10 +391,10 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
         }
     }
     const int mine = pool_claim_all(0);
-    if (__atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) != n - mine) {
+    if (__atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) - d0 != (unsigned)(n - mine)) {
         const uint64_t tb = ticks();
         long t0 = 0;
-        for (int spin = 0; __atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) != n - mine; spin++) {
+        for (int spin = 0; __atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) - d0 != (unsigned)(n - mine); spin++) {
             cpu_relax();
             if ((spin & 63) == 63) {
                 long tn = now_ns();
@@ -413,7 +411,7 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
             if (waited > POOL_YIELD_NS) ps_add(PS_LONG_WAITS, 1);
             if (waited > POOL_WAIT_SOLO_NS) { team_go_solo(t); return; }
         }
-        if (tc - tb > tb - ta) t->slow += 4;
+        if (tc - tb > tb - ta + POOL_SLOW_TICKS) t->slow += 4;
         else if (t->slow) t->slow--;
         if (t->slow >= 64) { team_go_solo(t); return; }
     } else if (t->slow) {
@@ -421,9 +419,10 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
     }
     if (mine < n) {
         t->alone = 0;
-    } else if (++t->alone >= 64) {
-        t->alone = 0;
-        if (now_ns() - __atomic_load_n(&pool.helper_ns, __ATOMIC_RELAXED) > POOL_SOLO_NS) team_go_solo(t);
+    } else if (++t->alone == 1) {
+        t->alone_since = now_ns();
+    } else if (t->alone % 64 == 0 && now_ns() - t->alone_since > POOL_SOLO_NS) {
+        team_go_solo(t);
     }
 }
 

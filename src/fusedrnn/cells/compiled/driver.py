@@ -170,7 +170,7 @@ def pool_stats() -> dict[str, int] | None:
     helpers, phases (steps or passes, or a bidirectional call's two direction pipes) posted to them, chunks (or
     pipe steps) the helpers ran, calls that went on alone because the helpers were late, slow or descheduled,
     waits over 20 µs for a chunk a helper held, phases the helpers looked at, times a helper went to sleep, calls
-    that ran alone from the start because one had gone on alone less than 50 ms before."""
+    that ran alone from the start because one had gone on alone less than 10 ms before."""
     lib = _build.load()
     if lib is None:
         return None

@@ -70,6 +70,7 @@ static inline void cpu_relax(void) {
 #define POOL_WAKE_NS 200000L       /* a call wakes sleeping helpers at most once per 0.2 ms (a futex call each) */
 #define POOL_BACKOFF_NS 10000000L  /* after a call went on alone, calls in the next 10 ms run alone from the start */
 #define POOL_SLOW_TICKS 4000       /* a wait counts as slow beyond the caller's own time plus this (1-4 µs of TSC) */
+#define POOL_GRACE_TICKS 3000      /* the caller leaves a helper's own chunk to it this long (about 1-3 µs) */
 
 #define TK_GEN(v) ((uint32_t)((v) >> 32))
 #define TK_PIPES(v) ((int)(((v) >> 31) & 1))
@@ -146,7 +147,9 @@ static int pool_pipe_work(int tid, uint64_t v, int leader) {
                 continue;
             const int step = PW_STEP(w), nsteps = pool.pipe_steps;
             pool.pfn(pool.ctx, k, step, tid);
-            __atomic_store_n(&pool_pipes[k].w, PW_MAKE(g, step + 1, step + 1 >= nsteps), __ATOMIC_RELEASE);
+            const uint64_t w1 = PW_MAKE(g, step + 1, step + 1 >= nsteps);
+            __atomic_store_n(&pool_pipes[k].w, w1, __ATOMIC_RELEASE);
+            last[k] = w1;  /* a pipe taken over stays taken (since[k] is kept) until its own thread moves it on */
             ran++;
             progressed = 1;
             if (tid) ps_add(PS_HELPER_CHUNKS, 1);
@@ -201,18 +204,27 @@ static int pool_has_work(int tid) {
     return 0;
 }
 
+static inline uint64_t ticks(void);
+
 /* Claims and runs chunks of the posted phase, its own (i = tid mod threads) first, while any is left for thread
- * tid; returns how many it ran. */
-static int pool_claim_all(int tid) {
+ * tid; returns how many it ran. grace > 0 (the caller, while its helpers keep up): before taking another
+ * thread's chunk, give that thread up to grace ticks from the end of its own chunks to claim it (so a helper a
+ * fraction of a microsecond late keeps its chunk and its cache, as with a barrier, but never longer). */
+static int pool_claim_all_(int tid, uint64_t grace) {
     const uint64_t v = __atomic_load_n(&pool.ticket, __ATOMIC_ACQUIRE);
     const uint32_t g = TK_GEN(v);
     const int n = TK_N(v), nth = TK_NTH(v);
     if (tid >= nth) return 0;
     if (TK_PIPES(v)) return n ? pool_pipe_work(tid, v, 0) : 0;
     int mine = 0;
+    uint64_t deadline = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = pass ? 0 : tid; i < n; i += pass ? 1 : nth) {
             if (pass && i % nth == tid) continue;
+            if (pass && grace) {  /* another thread's chunk: let it come first for a moment */
+                if (!deadline) deadline = ticks() + grace;
+                while (chunk_open(i, g) && ticks() < deadline) cpu_relax();
+            }
             uint32_t f = __atomic_load_n(&pool_claims[i].gen, __ATOMIC_RELAXED);
             if ((int32_t)(f - g) >= 0) continue;
             if (!__atomic_compare_exchange_n(&pool_claims[i].gen, &f, g, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -226,6 +238,8 @@ static int pool_claim_all(int tid) {
         }
     return mine;
 }
+
+static int pool_claim_all(int tid) { return pool_claim_all_(tid, 0); }
 
 static void *pool_main(void *p) {
     const int tid = (int)(intptr_t)p;
@@ -390,7 +404,8 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
             fx_wake(&pool.wake);
         }
     }
-    const int mine = pool_claim_all(0);
+    /* a grace for late helpers only while they kept up in the last phase: an absent helper costs nothing */
+    const int mine = pool_claim_all_(0, t->alone ? 0 : POOL_GRACE_TICKS);
     if (__atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) - d0 != (unsigned)(n - mine)) {
         const uint64_t tb = ticks();
         long t0 = 0;

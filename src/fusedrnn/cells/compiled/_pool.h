@@ -22,7 +22,8 @@
  *
  * Contention: the caller watches its helpers (team_run). When they are often slower than the caller (their cores
  * shared with other processes), when none has taken a chunk for POOL_SOLO_NS, or when the caller once waited
- * POOL_WAIT_SOLO_NS for a chunk a helper took (that helper was descheduled mid-chunk), the rest of the call runs
+ * POOL_WAIT_SOLO_NS (and over twice its own share of the phase) for a chunk a helper took (that helper was
+ * descheduled mid-chunk), the rest of the call runs
  * on the caller alone (solo), without any synchronisation, and so do the calls of the next POOL_BACKOFF_NS (then
  * the helpers are tried again). Waiting spins briefly, then yields.
  *
@@ -66,7 +67,7 @@ static inline void cpu_relax(void) {
 #define POOL_SPIN_NS 1000000L      /* an idle helper spins up to 1 ms for the next phase, then sleeps */
 #define POOL_YIELD_NS 20000L       /* a caller waiting for a helper's chunk spins 20 µs, then yields */
 #define POOL_SOLO_NS 5000000L      /* no chunk taken by a helper for 5 ms: the call goes on alone */
-#define POOL_WAIT_SOLO_NS 200000L  /* one wait of 0.2 ms for a helper's chunk: the call goes on alone */
+#define POOL_WAIT_SOLO_NS 200000L  /* one wait of 0.2 ms (and 2x the caller's own part) for a helper's chunk: alone */
 #define POOL_WAKE_NS 200000L       /* a call wakes sleeping helpers at most once per 0.2 ms (a futex call each) */
 #define POOL_BACKOFF_NS 10000000L  /* after a call went on alone, calls in the next 10 ms run alone from the start */
 #define POOL_SLOW_TICKS 4000       /* a wait counts as slow beyond the caller's own time plus this (1-4 µs of TSC) */
@@ -381,9 +382,9 @@ static void team_go_solo(team_t *t) {
  *
  * Contention is judged per phase: a wait for helpers' chunks longer than the caller's own chunks took (plus
  * POOL_SLOW_TICKS: cross-core hand-over alone takes a fraction of a microsecond) counts as a slow phase (+4), any
- * other phase -1; at a score of 64 (about one phase in five slow, sustained), or after
- * one wait over POOL_WAIT_SOLO_NS, or when for 64 phases and POOL_SOLO_NS no helper took a chunk, the call goes
- * on alone. */
+ * other phase -1; at a score of 64 (about one phase in five slow, sustained), after one wait over
+ * POOL_WAIT_SOLO_NS and over twice the caller's own chunks' time, or when for 64 phases and POOL_SOLO_NS no helper
+ * took a chunk, the call goes on alone. */
 static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
     if (t->nth < 2 || t->solo || n < 2 || n > POOL_CHUNKS) {
         for (int i = 0; i < n; i++) fn(ctx, i, 0);
@@ -424,7 +425,8 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
         if (t0) {
             long waited = now_ns() - t0;
             if (waited > POOL_YIELD_NS) ps_add(PS_LONG_WAITS, 1);
-            if (waited > POOL_WAIT_SOLO_NS) { team_go_solo(t); return; }
+            /* long in time and against the caller's own share (a 0.2 ms wait in a 5 ms step is no reason) */
+            if (waited > POOL_WAIT_SOLO_NS && tc - tb > 2 * (tb - ta)) { team_go_solo(t); return; }
         }
         if (tc - tb > tb - ta + POOL_SLOW_TICKS) t->slow += 4;
         else if (t->slow) t->slow--;

@@ -148,7 +148,7 @@ def test_concurrent_split_calls_restore_the_blas_threads(always_split):
 
     def run_for(i):
         def run(x, states, lens):
-            if threading.current_thread().name.startswith("call"):  # the caller's half: wait for the test
+            if x[0, 0, 0] == 1:  # the block of row 0 (whichever thread claimed it): wait for the test
                 seen[i] = _blas_threads()
                 entered[i].set()
                 assert release[i].wait(30)
@@ -158,6 +158,7 @@ def test_concurrent_split_calls_restore_the_blas_threads(always_split):
 
     splitter = batch_split.RowSplitter(macs_per_row_step=1)
     x, states = np.zeros((1, 2, 1)), (np.zeros((1, 2, 1)),)
+    x[0, 0, 0] = 1
     calls = [threading.Thread(target=splitter, args=(run_for(i), x, states, None), name=f"call{i}") for i in (0, 1)]
     _set_blas_threads(3)
     try:
@@ -176,3 +177,37 @@ def test_concurrent_split_calls_restore_the_blas_threads(always_split):
     assert len(always_split) == 2, "the calls were not split"
     assert seen[0] == seen[1] == during == [1] * len(before), (seen, during)
     assert after == before == [3] * len(before), (before, after)
+
+
+def _rowwise(x, states, lens):
+    """A stand-in target: per row, Y[t, 0, b] = cumulative sum over t of x[t, b] + state; state out = last Y."""
+    Y = (np.cumsum(x, axis=0) + states[0][0][None])[:, None]
+    return Y, (Y[-1],)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_blocks_are_claimed_and_joined_in_row_order(monkeypatch, threads):
+    """With 2-4 threads a call is cut into blocks of rows (about two per thread) whose joined result equals one
+    call over all rows; when the workers never start (their cores taken), the caller runs every block itself."""
+    monkeypatch.setattr(batch_split, "SPLIT_MIN_MACS", 2)
+    rng = np.random.default_rng(threads)
+    x = rng.uniform(-1, 1, (5, 23, 3))
+    states = (rng.uniform(-1, 1, (1, 23, 3)),)
+    want = _rowwise(x, states, None)
+    splitter = batch_split.RowSplitter(macs_per_row_step=1)
+    assert len(splitter.blocks(5, 23, threads)) == 2 * threads
+    old = compiled.threads()
+    compiled.set_threads(threads)
+    try:
+        got = splitter(_rowwise, x, states, None)
+
+        class Stalled:  # an executor whose threads never get to run
+            def submit(self, *a):
+                return None
+
+        monkeypatch.setattr(batch_split, "_executor", lambda: Stalled())
+        alone = splitter(_rowwise, x, states, None)
+    finally:
+        compiled.set_threads(old)
+    for out in (got, alone):
+        assert np.array_equal(out[0], want[0]) and np.array_equal(out[1][0], want[1][0])

@@ -1,10 +1,11 @@
-"""Run a prepared target on two threads by splitting its batch rows in two halves.
+"""Run a prepared target on several threads by splitting its batch rows into blocks.
 
 The SDK targets' compiled time loops run one thread; a batch's rows are independent sequences for them (the same
-arithmetic per row, no statistic over the batch), so the two halves of a large call can run at once: the C loops
+arithmetic per row, no statistic over the batch), so blocks of rows of a large call can run at once: the C loops
 and the BLAS products release the GIL. A :class:`RowSplitter` set as a :class:`~fusedrnn.targets.registry.Prepared`
-object's ``splitter`` makes a call with enough work run rows ``[0, B/2)`` on a persistent worker thread and
-``[B/2, B)`` on the caller, then join the results; the threads are the compiled float loop's
+object's ``splitter`` cuts a call with enough work into blocks of rows that the caller and persistent worker
+threads *claim* one at a time, then joins the results in row order: a worker that has not started (its core taken
+by another process) holds nothing up, the caller takes the blocks left. The threads are the compiled float loop's
 setting (:func:`fusedrnn.cells.compiled.set_threads`, ``$FUSEDRNN_THREADS``); BLAS is limited to one thread
 meanwhile (through threadpoolctl; :func:`blas_single_thread` counts the split calls in flight, so that concurrent
 calls from several threads restore the caller's BLAS setting once the last one ends). Results are bit-identical to
@@ -84,7 +85,8 @@ def blas_single_thread() -> Iterator[None]:
 def _executor() -> ThreadPoolExecutor:
     with _lock:
         if _pool["executor"] is None:
-            _pool["executor"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fusedrnn-rows")
+            _pool["executor"] = ThreadPoolExecutor(max_workers=driver.MAX_THREADS - 1,
+                                                   thread_name_prefix="fusedrnn-rows")
         return _pool["executor"]
 
 
@@ -102,27 +104,77 @@ def macs_per_row_step(spec: CellSpec) -> int:
     return spec.num_directions * spec.gate_count * spec.hidden_size * (spec.input_size + spec.hidden_size)
 
 
+class _Claims:
+    """Blocks ``0 .. n-1`` handed out one at a time to whichever thread asks (:meth:`run_some`); each block's result
+    or exception is kept, and an event set when it is done."""
+
+    def __init__(self, n: int, work: Callable[[int], object]):
+        self.n, self.work, self.next = n, work, 0
+        self.lock = threading.Lock()
+        self.done = [threading.Event() for _ in range(n)]
+        self.results: list = [None] * n
+        self.errors: list = [None] * n
+
+    def claim(self) -> int | None:
+        with self.lock:
+            if self.next >= self.n:
+                return None
+            self.next += 1
+            return self.next - 1
+
+    def run_some(self) -> None:
+        while (i := self.claim()) is not None:
+            try:
+                self.results[i] = self.work(i)
+            except BaseException as e:  # noqa: BLE001 (re-raised on the caller's thread)
+                self.errors[i] = e
+            self.done[i].set()
+
+
 class RowSplitter:
     """Runs calls of at least two rows and :data:`SPLIT_MIN_MACS` multiply-adds (``T · B · macs_per_row_step``)
-    as two halves on two threads when the thread setting allows two; smaller calls run as they are."""
+    as blocks of rows claimed by up to ``threads`` threads (the thread setting; the caller is one of them), at
+    least :data:`SPLIT_MIN_MACS` / 2 multiply-adds per block, about two blocks per thread; smaller calls run as
+    they are. The blocks depend on the shapes and the thread setting only, and a row's result never depends on
+    its block (the targets' rows are independent), so the output is the same bits as one call over all rows."""
 
     def __init__(self, macs_per_row_step: int):
         self.macs_per_row_step = macs_per_row_step
 
+    def blocks(self, T: int, B: int, threads: int) -> list[slice]:
+        """The row blocks of a call of T steps and B rows with ``threads`` threads (one block: no split)."""
+        work = T * B * self.macs_per_row_step
+        if B < 2 or threads < 2 or work < SPLIT_MIN_MACS:
+            return [slice(0, B)]
+        n = max(2, min(B, 2 * threads, work // max(1, SPLIT_MIN_MACS // 2)))
+        edges = [B * i // n for i in range(n + 1)]
+        return [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
     def __call__(self, run: Callable, x: np.ndarray, states: tuple, lens: np.ndarray | None):
         T, B = x.shape[0], x.shape[1]
-        if B < 2 or driver.threads() < 2 or T * B * self.macs_per_row_step < SPLIT_MIN_MACS:
+        threads = driver.threads()
+        blocks = self.blocks(T, B, threads)
+        if len(blocks) == 1:
             return run(x, states, lens)
-        half = B // 2
 
-        def part(rows: slice):
+        def part(i: int):
+            rows = blocks[i]
             return run(np.ascontiguousarray(x[:, rows]), tuple(np.ascontiguousarray(s[:, rows]) for s in states),
                        None if lens is None else lens[rows])
 
-        # the worker runs in a copy of the caller's context (settings held in context variables, e.g. MLI's build)
+        claims = _Claims(len(blocks), part)
+        # workers run in a copy of the caller's context (settings held in context variables, e.g. MLI's build)
         with blas_single_thread():
-            later = _executor().submit(contextvars.copy_context().run, part, slice(0, half))
-            Y2, st2 = part(slice(half, B))
-            Y1, st1 = later.result()
-        return (np.concatenate([Y1, Y2], axis=2),
-                tuple(np.concatenate([a, b], axis=1) for a, b in zip(st1, st2, strict=True)))
+            pool = _executor()
+            for _ in range(min(threads, len(blocks)) - 1):
+                pool.submit(contextvars.copy_context().run, claims.run_some)
+            claims.run_some()  # the caller takes blocks too: every block is claimed once it returns
+            for ev in claims.done:  # only blocks a running worker holds are waited for
+                ev.wait()
+        for e in claims.errors:
+            if e is not None:
+                raise e
+        Ys = [r[0] for r in claims.results]
+        sts = [r[1] for r in claims.results]
+        return (np.concatenate(Ys, axis=2),
+                tuple(np.concatenate([st[k] for st in sts], axis=1) for k in range(len(sts[0]))))

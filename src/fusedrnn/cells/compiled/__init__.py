@@ -3,11 +3,12 @@
 A small C kernel (``_kernel.c``), compiled when the package is installed and loaded, in the variant for this CPU,
 through :mod:`fusedrnn._native` (see ``_build``). Three paths: for float32 with the common LSTM / GRU options, at
 batch 1-2 (``_rows.h``) a fused per-row loop that computes the input projection itself, reads W and R where they
-lie and splits the hidden units over two threads (a barrier per step); at B >= ``driver.BATCH_MIN``
-(``_batched.h``) a packed register-blocked GEMM of [x_t | h] with [W | R] per step, the gate math done on each
-tile, the panels split over two threads; every other call (any option, float64) runs per row, the recurrent GEMV
-and gate math per step while NumPy/BLAS computes the hoisted input projection. The second thread is a persistent
-helper (``_pool.h``). Without the kernel (installed without a C compiler) everything still works, after a warning:
+lie and splits the hidden units into blocks; at B >= ``driver.BATCH_MIN`` (``_batched.h``) a packed
+register-blocked GEMM of [x_t | h] with [W | R] per step, the gate math done on each tile, split into row blocks
+and panel groups; every other call (any option, float64) runs per row, the recurrent GEMV and gate math per step
+while NumPy/BLAS computes the hoisted input projection. Threads (``_pool.h``): persistent helpers *claim* the
+chunks of each step with the caller, so a descheduled helper never holds a step up (``set_threads``,
+``pool_stats``). Without the kernel (installed without a C compiler) everything still works, after a warning:
 the ``run_*`` functions return None and the NumPy engines run the loop. The kernel covers every option of the
 engines under the EXACT rounding policy (both directions, sequence lengths, peepholes, clip, cell_clip, couplings,
 projection, diagonal R, layer norm, all ONNX activations with alpha/beta, both GRU linear_before_reset forms),
@@ -20,6 +21,7 @@ from .driver import (
     available,
     disabled,
     is_enabled,
+    pool_stats,
     run_gru,
     run_lstm,
     run_rnn,
@@ -34,6 +36,7 @@ __all__ = [
     "disabled",
     "is_enabled",
     "library_path",
+    "pool_stats",
     "run_gru",
     "run_lstm",
     "run_rnn",

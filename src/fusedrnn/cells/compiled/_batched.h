@@ -12,8 +12,9 @@
  *   written; h is double-buffered (the other panels of the step still read the old h).
  *
  * GRU with linear_before_reset = 0 needs r before its candidate product: pass 1 runs panels of (z, r) and
- * stores z and r ⊙ h, pass 2 runs panels of the candidate rows on r ⊙ h. A unidirectional call may split the
- * panels between two threads (a spinning barrier per pass); a bidirectional one runs a direction per thread.
+ * stores z and r ⊙ h, pass 2 runs panels of the candidate rows on r ⊙ h. Threads (_pool.h): packing is a phase
+ * of one chunk per panel, every step (pass) a phase of chunks of (direction, row block, panel group), claimed by
+ * whichever thread comes first (bt_plan sizes them).
  * VW is 16 with AVX-512 (-march=native on such a CPU), 8 otherwise (AVX2/FMA, or GCC's generic vectors).
  */
 #if defined(__AVX512F__)
@@ -111,14 +112,6 @@ static void pack_panels(const float *W, const float *R, int I, int H, const int3
     }
 }
 
-typedef struct {
-    const rnn_args *a;
-    int d, tid, nth;
-    bar_t *bar;
-    float *hbuf, *cbuf, *zbuf, *rh;  /* shared work of direction d */
-    float *xg;                       /* [B, I] gathered x rows (reverse with lens), private to the job */
-} bjob;
-
 /* Which fused form direction d of the call has (1 LSTM, 2 GRU lbr, 3 GRU with r before the candidate product;
  * 0: none): float32 x and W given, sigmoid / tanh activations, no peepholes, projection, layer norm, clips or
  * coupling, full R. */
@@ -138,129 +131,153 @@ static int batched_form(const rnn_args *a, int d) {
     return fused_form(a, d);
 }
 
-/* Part tid of nth of the panels of direction d, all steps [s0, s1) (the input projection is in the tiles). */
-static void batched_part(bjob *j) {
-    const rnn_args *a = j->a;
-    const int d = j->d, B = a->B, H = a->H, I = a->I, GH = a->G * a->H, form = batched_form(a, d);
+/* One call on the batched path. A step phase's chunk i is (direction d, row block, panel group), d slowest: the
+ * tiles of rows [r0, r1) and panels [p0, p1) of direction d, row block inner. */
+typedef struct {
+    const rnn_args *a;
+    int form[2], ng, np, nrb, npg, rbs, s, pass;
+    float *hbuf[2], *cbuf[2], *zbuf[2], *rh[2];  /* state of direction d */
+    float *xg;  /* per thread: [rbs, I] gathered x rows (reverse with lens), thread tid at tid·xgs */
+    long xgs;
+} bctx;
+
+/* Panel chunk i = d·np + p: packs panel p of direction d. */
+static void bt_pack(void *p, int chunk, int tid) {
+    (void)tid;
+    const bctx *c = (const bctx *)p;
+    const rnn_args *a = c->a;
+    const int d = chunk / c->np, pn = chunk % c->np, H = a->H, I = a->I, GH = a->G * a->H, ng = c->ng;
     const long KK = (long)I + H;
-    const int np = H / VW, p0 = np * j->tid / j->nth, p1 = np * (j->tid + 1) / j->nth;
-    const int ng = form == 1 ? 4 : form == 2 ? 3 : 2, mr = mr_for(ng), mr2 = mr_for(1);
-    const int32_t *gp = a->gperm;
     const float *Wd = (const float *)a->W + (long)d * GH * I, *Rd = (const float *)a->R + (long)d * GH * H;
-    float *Pk = (float *)a->Rpk + (long)d * GH * KK;       /* [np][I + H][ng·VW] */
-    float *Pn = Pk + (long)ng * H * KK;                     /* form 3: candidate panels [np][I + H][VW] */
-    pack_panels(Wd, Rd, I, H, gp, 0, ng, p0, p1, Pk);
-    if (form == 3) pack_panels(Wd, Rd, I, H, gp, 2, 1, p0, p1, Pn);
+    float *Pk = (float *)a->Rpk + (long)d * GH * KK;
+    pack_panels(Wd, Rd, I, H, a->gperm, 0, ng, pn, pn + 1, Pk);
+    if (c->form[d] == 3) pack_panels(Wd, Rd, I, H, a->gperm, 2, 1, pn, pn + 1, Pk + (long)ng * H * KK);
+}
+
+static void bt_part(const bctx *c, int d, int rbk, int pg, int s, int pass, int tid) {
+    const rnn_args *a = c->a;
+    const int B = a->B, H = a->H, I = a->I, GH = a->G * a->H, form = c->form[d], ng = c->ng;
+    const long KK = (long)I + H, BH = (long)B * H;
+    const int p0 = c->np * pg / c->npg, p1 = c->np * (pg + 1) / c->npg;
+    const int r0 = rbk * c->rbs, r1 = r0 + c->rbs < B ? r0 + c->rbs : B;
+    const int mr = mr_for(ng), mr2 = mr_for(1);
+    const int32_t *gp = a->gperm;
+    const float *Pk = (const float *)a->Rpk + (long)d * GH * KK;  /* [np][I + H][ng·VW] */
+    const float *Pn = Pk + (long)ng * H * KK;                      /* form 3: candidate panels [np][I + H][VW] */
     const float *xbd = a->xb ? (const float *)a->xb + (long)d * GH : NULL;
     const float *bhn = (form == 2 && a->bh) ? (const float *)a->bh + (long)d * H : NULL;
-    float *hcur = j->hbuf, *hnext = j->hbuf + (long)B * H, *cs = j->cbuf;
-    if ((a->s1 - a->s0) & 1) { float *t = hcur; hcur = hnext; hnext = t; }  /* the leader put h in place */
+    const int nsteps = a->s1 - a->s0;
+    float *hcur = c->hbuf[d] + BH * ((s - a->s0 + nsteps) & 1), *hnext = c->hbuf[d] + BH * ((s - a->s0 + nsteps + 1) & 1);
+    float *cs = c->cbuf[d], *zbuf = c->zbuf[d], *rh = c->rh[d];
     const float *xin = (const float *)a->x;
     float *Y = (float *)a->Y;
     const int rev = a->reverse[d], D = a->D;
-    const int gather = rev && a->lens;  /* rows at different time indices: their x rows are copied together */
-    float *xg = j->xg;
-    float tile[MR_CAP * 4 * VW] __attribute__((aligned(64)));
-    bar_wait(j->bar, j->nth);  /* every panel packed */
-    for (int s = a->s0; s < a->s1; s++) {
-        const float *xs;
-        if (gather) {
-            for (int b = 0; b < B; b++) {
-                const long len = a->lens[b];
-                if (s < len) memcpy(xg + (long)b * I, xin + ((len - 1 - s) * B + b) * (long)I, sizeof(float) * I);
-            }
-            xs = xg;
-        } else {
-            xs = xin + (long)(rev ? a->T - 1 - s : s) * B * I;
+    const float *xs;  /* x rows of the block: row b at xs + (b - r0)·I */
+    if (rev && a->lens) {  /* rows at different time indices: their x rows are copied together */
+        float *xg = c->xg + (long)tid * c->xgs;
+        for (int b = r0; b < r1; b++) {
+            const long len = a->lens[b];
+            if (s < len) memcpy(xg + (long)(b - r0) * I, xin + ((len - 1 - s) * B + b) * (long)I, sizeof(float) * I);
         }
-        for (int pass = 0; pass < (form == 3 ? 2 : 1); pass++) {
-            const int g = pass ? 1 : ng, m = pass ? mr2 : mr;
-            for (int p = p0; p < p1; p++) {
-                const int u0 = p * VW;
-                const float *pan = pass ? Pn + (long)p * VW * KK : Pk + (long)p * ng * VW * KK;
-                for (int rb = 0; rb < B; rb += m) {
-                    const int mm = B - rb < m ? B - rb : m;
-                    mk_dispatch(pan, I, xs + (long)rb * I, I, H, (pass ? j->rh : hcur) + (long)rb * H, H, mm, g,
-                                form == 2, tile);
-                    for (int r = 0; r < mm; r++) {
-                        const int b = rb + r;
-                        const long len = a->lens ? a->lens[b] : a->T;
-                        float *ho = hcur + (long)b * H + u0, *hn = hnext + (long)b * H + u0;
-                        if (s >= len) {
-                            if (form != 3 || pass) memcpy(hn, ho, sizeof(float) * VW);
-                            continue;
-                        }
-                        const long t = rev ? len - 1 - s : s;
-                        float *yo = Y + ((t * D + d) * (long)B + b) * H + u0;
-                        const float *tl = tile + (long)r * 4 * VW;
-                        for (int v = 0; v < VW; v += VF) {
-                            if (form == 1) {
-                                float *cc = cs + (long)b * H + u0;
-                                vf vi = *(const vf *)(tl + v), vf_ = *(const vf *)(tl + VW + v);
-                                vf vg = *(const vf *)(tl + 2 * VW + v), vo = *(const vf *)(tl + 3 * VW + v);
-                                if (xbd) {
-                                    const float *bb = xbd + u0 + v;
-                                    vi += *(const vfu *)(bb + (long)gp[0] * H); vf_ += *(const vfu *)(bb + (long)gp[1] * H);
-                                    vg += *(const vfu *)(bb + (long)gp[2] * H); vo += *(const vfu *)(bb + (long)gp[3] * H);
-                                }
-                                vi = vf_sigmoid(vi);
-                                vf_ = vf_sigmoid(vf_);
-                                vg = vf_tanh(vg);
-                                vo = vf_sigmoid(vo);
-                                vf ig = vi * vg;
-                                vf fc = *(const vfu *)(cc + v) * vf_;
-                                vf cn = fc + ig;
-                                *(vfu *)(cc + v) = cn;
-                                vf hv = vf_tanh(cn) * vo;
-                                *(vfu *)(hn + v) = hv;
-                                *(vfu *)(yo + v) = hv;
-                            } else if (!pass) {
-                                vf vz = *(const vf *)(tl + v), vr = *(const vf *)(tl + VW + v);
-                                if (xbd) {
-                                    vz += *(const vfu *)(xbd + u0 + v + (long)gp[0] * H);
-                                    vr += *(const vfu *)(xbd + u0 + v + (long)gp[1] * H);
-                                }
-                                vf z = vf_sigmoid(vz);
-                                vf rr = vf_sigmoid(vr);
-                                vf hv = *(const vfu *)(ho + v);
-                                if (form == 3) {  /* pass 1 of 2: keep z and r ⊙ h */
-                                    *(vfu *)(j->zbuf + (long)b * H + u0 + v) = z;
-                                    *(vfu *)(j->rh + (long)b * H + u0 + v) = rr * hv;
-                                    continue;
-                                }
-                                vf vx = *(const vf *)(tl + 3 * VW + v);
-                                if (xbd) vx += *(const vfu *)(xbd + u0 + v + (long)gp[2] * H);
-                                vf nv = *(const vf *)(tl + 2 * VW + v);
-                                if (bhn) nv += *(const vfu *)(bhn + u0 + v);
-                                nv *= rr;
-                                nv = vf_tanh(nv + vx);
-                                vf dl = hv - nv;
-                                dl *= z;
-                                hv = dl + nv;
-                                *(vfu *)(hn + v) = hv;
-                                *(vfu *)(yo + v) = hv;
-                            } else {  /* GRU pass 2: the candidate x·Wnᵀ + (r ⊙ h)·Rnᵀ */
-                                vf vx = *(const vf *)(tl + v);
-                                if (xbd) vx += *(const vfu *)(xbd + u0 + v + (long)gp[2] * H);
-                                vf nv = vf_tanh(vx);
-                                vf hv = *(const vfu *)(ho + v);
-                                vf dl = hv - nv;
-                                dl *= *(const vfu *)(j->zbuf + (long)b * H + u0 + v);
-                                hv = dl + nv;
-                                *(vfu *)(hn + v) = hv;
-                                *(vfu *)(yo + v) = hv;
+        xs = xg;
+    } else {
+        xs = xin + ((long)(rev ? a->T - 1 - s : s) * B + r0) * I;
+    }
+    float tile[MR_CAP * 4 * VW] __attribute__((aligned(64)));
+    const int g = pass ? 1 : ng, m = pass ? mr2 : mr;
+    for (int rb = r0; rb < r1; rb += m) {
+        const int mm = r1 - rb < m ? r1 - rb : m;
+        for (int pi = p0; pi < p1; pi++) {
+            const int u0 = pi * VW;
+            const float *pan = pass ? Pn + (long)pi * VW * KK : Pk + (long)pi * ng * VW * KK;
+            mk_dispatch(pan, I, xs + (long)(rb - r0) * I, I, H, (pass ? rh : hcur) + (long)rb * H, H, mm, g,
+                        form == 2, tile);
+            for (int r = 0; r < mm; r++) {
+                const int b = rb + r;
+                const long len = a->lens ? a->lens[b] : a->T;
+                float *ho = hcur + (long)b * H + u0, *hn = hnext + (long)b * H + u0;
+                if (s >= len) {
+                    if (form != 3 || pass) memcpy(hn, ho, sizeof(float) * VW);
+                    continue;
+                }
+                const long t = rev ? len - 1 - s : s;
+                float *yo = Y + ((t * D + d) * (long)B + b) * H + u0;
+                const float *tl = tile + (long)r * 4 * VW;
+                    for (int v = 0; v < VW; v += VF) {
+                        if (form == 1) {
+                            float *cc = cs + (long)b * H + u0;
+                            vf vi = *(const vf *)(tl + v), vf_ = *(const vf *)(tl + VW + v);
+                            vf vg = *(const vf *)(tl + 2 * VW + v), vo = *(const vf *)(tl + 3 * VW + v);
+                            if (xbd) {
+                                const float *bb = xbd + u0 + v;
+                                vi += *(const vfu *)(bb + (long)gp[0] * H); vf_ += *(const vfu *)(bb + (long)gp[1] * H);
+                                vg += *(const vfu *)(bb + (long)gp[2] * H); vo += *(const vfu *)(bb + (long)gp[3] * H);
                             }
+                            vi = vf_sigmoid(vi);
+                            vf_ = vf_sigmoid(vf_);
+                            vg = vf_tanh(vg);
+                            vo = vf_sigmoid(vo);
+                            vf ig = vi * vg;
+                            vf fc = *(const vfu *)(cc + v) * vf_;
+                            vf cn = fc + ig;
+                            *(vfu *)(cc + v) = cn;
+                            vf hv = vf_tanh(cn) * vo;
+                            *(vfu *)(hn + v) = hv;
+                            *(vfu *)(yo + v) = hv;
+                        } else if (!pass) {
+                            vf vz = *(const vf *)(tl + v), vr = *(const vf *)(tl + VW + v);
+                            if (xbd) {
+                                vz += *(const vfu *)(xbd + u0 + v + (long)gp[0] * H);
+                                vr += *(const vfu *)(xbd + u0 + v + (long)gp[1] * H);
+                            }
+                            vf z = vf_sigmoid(vz);
+                            vf rr = vf_sigmoid(vr);
+                            vf hv = *(const vfu *)(ho + v);
+                            if (form == 3) {  /* pass 1 of 2: keep z and r ⊙ h */
+                                *(vfu *)(zbuf + (long)b * H + u0 + v) = z;
+                                *(vfu *)(rh + (long)b * H + u0 + v) = rr * hv;
+                                continue;
+                            }
+                            vf vx = *(const vf *)(tl + 3 * VW + v);
+                            if (xbd) vx += *(const vfu *)(xbd + u0 + v + (long)gp[2] * H);
+                            vf nv = *(const vf *)(tl + 2 * VW + v);
+                            if (bhn) nv += *(const vfu *)(bhn + u0 + v);
+                            nv *= rr;
+                            nv = vf_tanh(nv + vx);
+                            vf dl = hv - nv;
+                            dl *= z;
+                            hv = dl + nv;
+                            *(vfu *)(hn + v) = hv;
+                            *(vfu *)(yo + v) = hv;
+                        } else {  /* GRU pass 2: the candidate x·Wnᵀ + (r ⊙ h)·Rnᵀ */
+                            vf vx = *(const vf *)(tl + v);
+                            if (xbd) vx += *(const vfu *)(xbd + u0 + v + (long)gp[2] * H);
+                            vf nv = vf_tanh(vx);
+                            vf hv = *(const vfu *)(ho + v);
+                            vf dl = hv - nv;
+                            dl *= *(const vfu *)(zbuf + (long)b * H + u0 + v);
+                            hv = dl + nv;
+                            *(vfu *)(hn + v) = hv;
+                            *(vfu *)(yo + v) = hv;
                         }
                     }
                 }
             }
-            bar_wait(j->bar, j->nth);
         }
-        float *t = hcur; hcur = hnext; hnext = t;
-    }
 }
 
-static void batched_main(void *p) { batched_part((bjob *)p); }
+/* Phase chunk i: (direction, row block, panel group), direction slowest, at step c->s, pass c->pass. */
+static void bt_chunk(void *p, int chunk, int tid) {
+    const bctx *c = (const bctx *)p;
+    const int per = c->nrb * c->npg;
+    bt_part(c, chunk / per, chunk % per / c->npg, chunk % c->npg, c->s, c->pass, tid);
+}
+
+/* Pipe d, step k: every pass of step s0 + k of direction d (one row block, one panel group). */
+static void bt_pipe_step(void *p, int d, int k, int tid) {
+    const bctx *c = (const bctx *)p;
+    for (int pass = 0; pass < (c->form[d] == 3 ? 2 : 1); pass++) bt_part(c, d, 0, 0, c->a->s0 + k, pass, tid);
+}
 
 /* f32_batched_ok: 1 when every direction of this call takes the batched path. */
 int f32_batched_ok(const rnn_args *a) {
@@ -269,41 +286,90 @@ int f32_batched_ok(const rnn_args *a) {
     return 1;
 }
 
-/* Least multiply-adds per step for which a unidirectional call splits its panels over two threads. */
+/* Least multiply-adds per step and direction for which its tiles are split into several chunks; a chunk has at
+ * least SPLIT_MIN_MACS / 2. */
 #define SPLIT_MIN_MACS (1L << 20)
+/* Rows of a row block: their [x | h] rows (RB·(I + H) floats) take about this many bytes (stays in L2 while the
+ * block's panels stream past it). */
+#define ROW_BLOCK_BYTES (96L << 10)
 
-/* Steps [s0, s1) of every direction through batched_part; returns 0, or -1 when memory cannot be allocated. */
+/* Chunking of a step for nth threads: row blocks of c->rbs rows (c->nrb of them) times c->npg panel groups. Small
+ * batches split panels only (each thread keeps its panels' part of W and R in cache), or not at all where the
+ * directions give every thread one (pipes); large ones split rows into blocks whose [x | h] stays in L2, also when
+ * bidirectional (a direction per thread would move its whole state between cores whenever one thread is late). */
+static void bt_plan(bctx *c, int nth) {
+    const rnn_args *a = c->a;
+    const int B = a->B, D = a->D, mr = mr_for(c->ng);
+    const long KK = (long)a->I + a->H, macs = (long)B * a->G * a->H * KK;
+    c->nrb = 1; c->npg = 1; c->rbs = B;
+    if (nth < 2) return;
+    long rbs = ROW_BLOCK_BYTES / (KK * 4);
+    rbs = rbs < mr ? mr : rbs / mr * mr;
+    const int large = B >= 2 * rbs;  /* several L2-sized row blocks: split rows even when directions would do */
+    long want = (nth + D - 1) / D;   /* chunks per direction so that every thread can take one */
+    long cap = macs / (SPLIT_MIN_MACS / 2);
+    if (!large && (D >= nth || cap < 2)) return;  /* a direction per thread (pipes), or too small to share */
+    if (want > cap) want = cap;
+    if (want < 1) want = 1;
+    if (large || B >= 4L * mr * want) {  /* blocks of rows, at least 2·want of them */
+        long nrb = (B + rbs - 1) / rbs;
+        if (nrb < 2 * want) nrb = 2 * want;
+        rbs = (B + nrb - 1) / nrb;
+        rbs = (rbs + mr - 1) / mr * mr;
+        if (nrb > POOL_CHUNKS / 2) { nrb = POOL_CHUNKS / 2; rbs = (B + nrb - 1) / nrb; }
+        c->rbs = (int)rbs;
+        c->nrb = (int)((B + rbs - 1) / rbs);
+    } else {
+        c->npg = (int)(want < c->np ? want : c->np);
+    }
+}
+
+/* Steps [s0, s1) of every direction; returns 0, or -1 when memory cannot be allocated. */
 static int f32_run_batched(const rnn_args *a) {
-    const int B = a->B, H = a->H, D = a->D;
-    const long per = 2L * B * H + (a->kind == KIND_LSTM ? (long)B * H : 0) + (a->kind == KIND_GRU ? 2L * B * H : 0)
-        + 2L * PAD((long)B * a->I, 16);
+    const int B = a->B, H = a->H, D = a->D, I = a->I;
+    bctx c;
+    c.a = a;
+    for (int d = 0; d < D; d++) c.form[d] = batched_form(a, d);
+    c.ng = c.form[0] == 1 ? 4 : c.form[0] == 2 ? 3 : 2;
+    c.np = H / VW;
+    team_t team;
+    bt_plan(&c, a->threads);
+    team_begin(&team, D * c.nrb * c.npg >= 2 ? a->threads : 1);
+    bt_plan(&c, team.nth);
+    const long per = 2L * B * H + (a->kind == KIND_LSTM ? (long)B * H : 0) + (a->kind == KIND_GRU ? 2L * B * H : 0);
+    const long xgn = PAD((long)c.rbs * I, 16);
     void *mem = NULL;
-    if (posix_memalign(&mem, 64, (size_t)(D * per) * sizeof(float)) != 0) return -1;
+    if (posix_memalign(&mem, 64, (size_t)(D * per + team.nth * xgn) * sizeof(float)) != 0) {
+        team_end(&team);
+        return -1;
+    }
     float *w = (float *)mem;
-    bar_t bars[2] = {{0, 0, 0}, {0, 0, 0}};
-    bjob jobs[4];
-    int nj = 0;
     const int nsteps = a->s1 - a->s0;
-    const int split = D == 1 && a->threads >= 2 && (long)B * a->G * H * (H + a->I) >= SPLIT_MIN_MACS && H / VW >= 2;
     for (int d = 0; d < D; d++) {
         float *base = w + d * per;
         float *hb = base, *cb = base + 2L * B * H;
         float *zb = cb + (a->kind == KIND_LSTM ? (long)B * H : 0), *rh = zb + (long)B * H;
+        c.hbuf[d] = hb; c.cbuf[d] = cb; c.zbuf[d] = zb; c.rh[d] = rh;
         float *hstart = nsteps & 1 ? hb + (long)B * H : hb;  /* so that the final h lands in hb */
         memcpy(hstart, (const float *)a->h + (long)d * B * H, sizeof(float) * B * H);
         if (a->kind == KIND_LSTM) memcpy(cb, (const float *)a->c + (long)d * B * H, sizeof(float) * B * H);
         if (a->kind == KIND_GRU) memset(zb, 0, sizeof(float) * 2 * B * H);
-        float *xg = base + per - 2L * PAD((long)B * a->I, 16);
-        for (int t = 0; t < (split ? 2 : 1); t++)
-            jobs[nj++] = (bjob){a, d, t, split ? 2 : 1, &bars[d], hb, cb, zb, rh, xg + t * PAD((long)B * a->I, 16)};
     }
-    const int together = nj == 2 && (split || a->threads >= 2) ? pool_try_begin() : 0;
-    if (!together && split) {  /* no second thread: run the panels as one part */
-        jobs[0].nth = 1;
-        nj = 1;
+    c.xg = w + D * per;
+    c.xgs = xgn;
+    team_run(&team, bt_pack, &c, D * c.np);
+    const int passes = c.form[0] == 3 ? 2 : 1;  /* both directions have the same form (kind and options) */
+    if (D == 2 && c.nrb * c.npg == 1 && team.nth >= 2) {  /* a direction per thread, a late one's steps taken over */
+        team_pipes(&team, bt_pipe_step, &c, 2, a->s1 - a->s0);
+    } else {
+        for (int s = a->s0; s < a->s1; s++)
+            for (int pass = 0; pass < passes; pass++) {
+                c.s = s;
+                c.pass = pass;
+                team_run(&team, bt_chunk, &c, D * c.nrb * c.npg);
+            }
     }
-    if (together) pool_run2(batched_main, &jobs[0], &jobs[1]);
-    else for (int i = 0; i < nj; i++) batched_part(&jobs[i]);
+    team_end(&team);
     for (int d = 0; d < D; d++) {
         const float *base = w + d * per;
         memcpy((float *)a->h + (long)d * B * H, base, sizeof(float) * B * H);

@@ -14,7 +14,7 @@ import ctypes
 from ... import _native
 from .. import setting
 
-ABI_VERSION = 6
+ABI_VERSION = 7
 
 
 def _bind(lib: ctypes.CDLL) -> None:
@@ -22,6 +22,8 @@ def _bind(lib: ctypes.CDLL) -> None:
         fn = getattr(lib, name)
         fn.argtypes = [ctypes.c_void_p]
         fn.restype = ctypes.c_int
+    lib.fusedrnn_pool_stats.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.fusedrnn_pool_stats.restype = ctypes.c_int
 
 
 KERNEL = _native.Library("kernel", ABI_VERSION, _bind)

@@ -7,7 +7,7 @@
  *  - otherwise run_dir below: the Python side hoists the input projection (x·Wᵀ, one BLAS GEMM per direction and
  *    chunk of steps; the folded bias is added here); per step and batch row this file does the recurrent GEMV,
  *    the gate math and the state update.
- * Second threads come from _pool.h (one persistent helper thread).
+ * Second threads come from _pool.h (persistent helpers that claim chunks of each step).
  *
  * Semantics are those of the NumPy engines (lstm.py, gru.py, rnn.py); processing step s of a reverse
  * direction reads and writes time index len_b - 1 - s; rows with s >= len_b are left alone.
@@ -51,7 +51,7 @@ typedef struct {
     void *h;                        /* [D, B, Hp] hidden state, updated */
     void *c;                        /* [D, B, H] LSTM cell state, updated */
     void *Y;                        /* [T, D, B, Hp] output */
-    int32_t threads;                /* >= 2: a bidirectional chunk runs its two directions on two threads */
+    int32_t threads;                /* threads the call may use (the caller and threads - 1 pool helpers) */
     int32_t gperm[4];               /* gate q of the kernel's order is block gperm[q] of xp, xb, R and bh */
     const void *xb;                 /* [D, G*H] bias added to xp (source gate order) or NULL */
     void *Rpk;                      /* float32 batched path: [D, G*H*(I+H)] room for the packed [W | R] */
@@ -237,4 +237,4 @@ static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *p
 #include "_kernel_body.h"
 #undef FAST
 
-int fusedrnn_abi_version(void) { return 6; }
+int fusedrnn_abi_version(void) { return 7; }

@@ -341,25 +341,25 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
     return 0;
 }
 
-typedef struct { const rnn_args *a; int d, rc; } SFX(job);
+typedef struct { const rnn_args *a; int rc; } SFX(job);
 
-static void SFX(job_main)(void *p) {
-    SFX(job) *j = (SFX(job) *)p;
-    j->rc = SFX(run_dir)(j->a, j->d);
+static void SFX(dir_chunk)(void *p, int d, int tid) {
+    (void)tid;
+    SFX(job) *j = (SFX(job) *)p + d;
+    j->rc = SFX(run_dir)(j->a, d);
 }
 
-/* Runs the chunk; with threads >= 2 and two directions, the second direction runs on the pool's helper. */
+/* Runs the chunk; with threads >= 2 a bidirectional call's directions are two chunks of one phase (_pool.h): a
+ * helper takes the second where it is running, else the caller runs both. */
 int SFX(run)(const rnn_args *a) {
 #if FAST
     if (f32_batched_ok(a)) return f32_run_batched(a);
     if (f32_rows_ok(a)) return f32_run_rows(a);
 #endif
-    if (a->D == 2 && a->threads >= 2 && pool_try_begin()) {
-        SFX(job) j0 = {a, 0, 0}, j1 = {a, 1, 0};
-        pool_run2(SFX(job_main), &j0, &j1);
-        return j0.rc != 0 ? j0.rc : j1.rc;
-    }
-    for (int d = 0; d < a->D; d++)
-        if (SFX(run_dir)(a, d) != 0) return -1;
-    return 0;
+    SFX(job) j[2] = {{a, 0}, {a, 0}};
+    team_t team;
+    team_begin(&team, a->D == 2 ? a->threads : 1);
+    team_run(&team, SFX(dir_chunk), j, a->D);
+    team_end(&team);
+    return j[0].rc != 0 || (a->D == 2 && j[1].rc != 0) ? -1 : 0;
 }

@@ -1,18 +1,41 @@
-/* Threads for the compiled loops: a two-party barrier and one persistent helper thread (included by _kernel.c).
+/* Threads for the compiled loops: a pool of persistent helper threads that *claim* chunks of work (included by
+ * _kernel.c).
  *
  * Starting a thread per call measured 70-100 µs here (the idle vCPU has to be woken), more than a whole batch-1
- * call of a small layer. So the helper is started once, on a CPU other than the caller's, and kept: after a job
- * it spins (with pause) for POOL_SPIN_NS waiting for the next one, then sleeps on a futex. Back-to-back calls
- * hand work over in ~0.1 µs; the first call after an idle period pays the wake-up once. Waiters never spin
- * longer than a bound and then sleep, so a loaded machine is not made worse by busy threads.
+ * call of a small layer. So helpers are started once (each first on a CPU other than the caller's) and kept:
+ * after work they spin (with pause) for POOL_SPIN_NS waiting for more, then sleep on a futex.
  *
- * pool_run2(fn, a0, a1) runs fn(a1) on the helper and fn(a0) on the caller and returns when both are done; when
- * the helper is in use by another caller, cannot be started, or after fork() in the child, both run on the
- * caller one after the other (so a job must never wait for its partner unless pool_run2 said they run together:
- * it returns 1 in that case and the caller sets up the jobs' barrier for 2 parties before, see pool_try_begin).
+ * Work is claimed, never assigned. A call (team_begin .. team_end) runs phases (team_run: one step, or one pass
+ * of a step); a phase is n chunks numbered 0 .. n-1, and every chunk is run by whichever thread of the call first
+ * claims it, the caller included. So a helper that is not running (its core taken by another process) holds up
+ * nothing: the caller takes the chunks it left. The phase is posted in one 64-bit ticket
+ *
+ *     generation (32 bits) | threads - 1 (16 bits) | chunks n (16 bits)
+ *
+ * and chunk i is claimed by a compare-and-swap of its own flag (a cache line each) from an older generation to
+ * the phase's. Thread tid first tries its own chunks (i = tid, tid + threads, ...: the same units or rows every
+ * step while nobody is late, so their weights stay in that core's cache), then any chunk left. A helper that
+ * wakes after its phase (or its call) ended finds every flag of that phase at its generation or later and touches
+ * nothing; one that claims a chunk reads the phase's function and context only then, when the caller is known to
+ * be waiting for that chunk. The caller returns from a phase when its own chunks are done and the helpers' count
+ * of finished chunks says the rest are; a call returns without waiting for helpers that claimed nothing.
+ *
+ * Contention: the caller watches its helpers (team_run). When they are often slower than the caller (their cores
+ * shared with other processes), when none has taken a chunk for POOL_SOLO_NS, or when the caller once waited
+ * POOL_WAIT_SOLO_NS (and over twice its own share of the phase) for a chunk a helper took (that helper was
+ * descheduled mid-chunk), the rest of the call runs
+ * on the caller alone (solo), without any synchronisation, and so do the calls of the next POOL_BACKOFF_NS (then
+ * the helpers are tried again). Waiting spins briefly, then yields.
+ *
+ * Results do not depend on which thread ran a chunk, nor on how a step was cut into chunks: every output element
+ * is computed the same way in any chunk (scratch memory is per thread id, tid 0 the caller, 1 .. threads - 1 the
+ * helpers).
+ * A second caller while the pool is taken, a process after fork() (in the child) and a pool that cannot start a
+ * thread run on the caller alone.
  */
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <time.h>
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -39,67 +62,216 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Spins until *addr != val or spin_ns have passed, then sleeps on the futex (counting itself in *sleepers so the
- * writer knows to wake it) until *addr != val. */
-static void wait_change(int *addr, int val, int *sleepers, long spin_ns) {
-    long t0 = 0;
+#define POOL_MAX 64                /* threads of one call, the caller included */
+#define POOL_CHUNKS 4096           /* most chunks of one phase (a larger phase runs on the caller alone) */
+#define POOL_SPIN_NS 1000000L      /* an idle helper spins up to 1 ms for the next phase, then sleeps */
+#define POOL_YIELD_NS 20000L       /* a caller waiting for a helper's chunk spins 20 µs, then yields */
+#define POOL_SOLO_NS 5000000L      /* no chunk taken by a helper for 5 ms: the call goes on alone */
+#define POOL_WAIT_SOLO_NS 200000L  /* one wait of 0.2 ms (and 2x the caller's own part) for a helper's chunk: alone */
+#define POOL_WAKE_NS 200000L       /* a call wakes sleeping helpers at most once per 0.2 ms (a futex call each) */
+#define POOL_BACKOFF_NS 10000000L  /* after a call went on alone, calls in the next 10 ms run alone from the start */
+#define POOL_SLOW_TICKS 4000       /* a wait counts as slow beyond the caller's own time plus this (1-4 µs of TSC) */
+#define POOL_GRACE_TICKS 3000      /* the caller leaves a helper's own chunk to it this long (about 1-3 µs) */
+
+#define TK_GEN(v) ((uint32_t)((v) >> 32))
+#define TK_PIPES(v) ((int)(((v) >> 31) & 1))
+#define TK_NTH(v) ((int)(((v) >> 16) & 0x7fff) + 1)
+#define TK_N(v) ((int)((v) & 0xffff))
+#define TK_MAKE(g, nth, n) (((uint64_t)(uint32_t)(g) << 32) | ((uint64_t)((nth) - 1) << 16) | (uint64_t)(n))
+#define POOL_PIPES 2               /* most pipes of a team_pipes call */
+#define POOL_STEAL_NS 20000L       /* a pipe left untouched this long by its own thread is taken over */
+
+typedef void (*chunk_fn)(void *ctx, int chunk, int tid);
+typedef void (*pipe_fn)(void *ctx, int pipe, int step, int tid);
+
+/* Counters of the pool's life (relaxed; read by fusedrnn_pool_stats for tests and benchmarks): calls with
+ * helpers, phases posted, chunks run by helpers, calls that went on alone, waits for a helper's chunk over
+ * POOL_YIELD_NS, phases helpers scanned, helpers' sleeps, calls that ran alone within POOL_BACKOFF_NS of one that
+ * went on alone. */
+static struct { long v; char pad[56]; } pool_stats[8] __attribute__((aligned(64)));  /* a cache line each */
+enum { PS_CALLS, PS_PHASES, PS_HELPER_CHUNKS, PS_SOLO, PS_LONG_WAITS, PS_SCANS, PS_SLEEPS, PS_BACKOFFS };
+static inline void ps_add(int i, long v) { __atomic_add_fetch(&pool_stats[i].v, v, __ATOMIC_RELAXED); }
+
+/* Copies the first n (<= 8) counters into out; returns how many there are. */
+int fusedrnn_pool_stats(long *out, int n) {
+    for (int i = 0; i < n && i < 8; i++) out[i] = __atomic_load_n(&pool_stats[i].v, __ATOMIC_RELAXED);
+    return 8;
+}
+
+/* The pool's state; what one side writes and the other reads often sits in a cache line of its own. */
+static struct {
+    pthread_mutex_t busy;     /* held by the caller whose call the pool runs */
+    int started;              /* helpers running (0 again in a forked child) */
+    uint32_t gen;             /* generation of the last phase (caller's copy) */
+    long backoff_until;       /* calls begun before this time run on the caller alone (sustained contention) */
+    uint64_t ticket __attribute__((aligned(64)));  /* see above; closed (n = 0) between phases of no call */
+    chunk_fn fn __attribute__((aligned(64)));      /* the posted phase (written only when it changes) */
+    void *ctx;
+    pipe_fn pfn;
+    int pipe_steps;
+    unsigned done __attribute__((aligned(64)));    /* chunks finished by helpers, ever (wraps) */
+    int wake __attribute__((aligned(64)));         /* futex word: bumped to wake sleeping helpers */
+    int wake_sleepers;
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER};
+
+/* pipe k of a team_pipes call: generation (32 bits) | next step (30 bits) | done | busy (a cache line each) */
+static struct { uint64_t w; char pad[56]; } pool_pipes[POOL_PIPES] __attribute__((aligned(64)));
+#define PW_STEP(w) ((int)(((w) >> 2) & 0x3fffffff))
+#define PW_MAKE(g, step, done) (((uint64_t)(uint32_t)(g) << 32) | ((uint64_t)(step) << 2) | ((uint64_t)(done) << 1))
+
+/* Runs steps of the pipes of the posted team_pipes call for thread tid: the next step of its own pipe (tid mod
+ * pipes) whenever it is free, of another pipe when that one has stood free and unchanged for POOL_STEAL_NS (its
+ * thread is late). A helper returns when every pipe is done, the call has moved on, or it could not run a step for
+ * POOL_SPIN_NS; the caller (leader) only when every pipe is done. Returns the steps it ran. */
+static int pool_pipe_work(int tid, uint64_t v, int leader) {
+    const uint32_t g = TK_GEN(v);
+    const int np = TK_N(v), home = tid % np;
+    uint64_t last[POOL_PIPES] = {0};
+    long since[POOL_PIPES] = {0};
+    int ran = 0;
+    long idle0 = 0;
     for (int spin = 0;; spin++) {
-        if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != val) return;
+        int all_done = 1, progressed = 0;
+        for (int j = 0; j < np; j++) {
+            const int k = (home + j) % np;
+            uint64_t w = __atomic_load_n(&pool_pipes[k].w, __ATOMIC_ACQUIRE);
+            if ((uint32_t)(w >> 32) != g) return ran;  /* the call is over (a late helper) */
+            if (w & 2) continue;
+            all_done = 0;
+            if (w & 1) continue;
+            if (k != home) {  /* another thread's pipe: only when it stood free and unchanged long enough */
+                const long tn = now_ns();
+                if (w != last[k]) { last[k] = w; since[k] = tn; continue; }
+                if (tn - since[k] < POOL_STEAL_NS) continue;
+            }
+            if (!__atomic_compare_exchange_n(&pool_pipes[k].w, &w, w | 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                continue;
+            const int step = PW_STEP(w), nsteps = pool.pipe_steps;
+            pool.pfn(pool.ctx, k, step, tid);
+            const uint64_t w1 = PW_MAKE(g, step + 1, step + 1 >= nsteps);
+            __atomic_store_n(&pool_pipes[k].w, w1, __ATOMIC_RELEASE);
+            last[k] = w1;  /* a pipe taken over stays taken (since[k] is kept) until its own thread moves it on */
+            ran++;
+            progressed = 1;
+            if (tid) ps_add(PS_HELPER_CHUNKS, 1);
+            break;  /* own pipe first again */
+        }
+        if (all_done) return ran;
+        if (progressed) { idle0 = 0; spin = 0; continue; }
         cpu_relax();
-        if ((spin & 255) == 255) {
-            long t = now_ns();
-            if (!t0) t0 = t;
-            else if (t - t0 > spin_ns) break;
+        if ((spin & 63) == 63) {
+            const long tn = now_ns();
+            if (!idle0) idle0 = tn;
+            else if (!leader && tn - idle0 > POOL_SPIN_NS) return ran;
+            else if (tn - idle0 > 50 * POOL_YIELD_NS) {  /* the other thread runs a long step */
+                struct timespec ts = {0, 20000};
+                nanosleep(&ts, NULL);
+            } else if (tn - idle0 > POOL_YIELD_NS) sched_yield();
         }
     }
-    __atomic_add_fetch(sleepers, 1, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(addr, __ATOMIC_SEQ_CST) == val) fx_wait(addr, val);
-    __atomic_sub_fetch(sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
-/* Stores val into *addr and wakes the sleepers on it. */
-static void publish(int *addr, int val, int *sleepers) {
-    __atomic_store_n(addr, val, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST)) fx_wake(addr);
+
+/* claim flag of chunk i: the generation of the phase that last claimed it (one cache line each) */
+static struct { uint32_t gen; char pad[60]; } pool_claims[POOL_CHUNKS] __attribute__((aligned(64)));
+
+/* Starts the next generation (the caller, no phase outstanding). Flags are compared modulo 2^32, so every 2^30
+ * phases all of them are brought up to just below the new generation: a flag left untouched for 2^31 phases would
+ * otherwise look newer than the phase and its chunk would never be claimed. */
+static void pool_next_gen(void) {
+    pool.gen++;
+    if ((pool.gen & 0x3fffffff) == 0)
+        for (int i = 0; i < POOL_CHUNKS; i++) __atomic_store_n(&pool_claims[i].gen, pool.gen - 1, __ATOMIC_RELAXED);
 }
 
-/* ---- a barrier for n <= 2 parties ---------------------------------------------------------------------- */
-typedef struct { int count, gen, sleepers; } bar_t;
+/* 1 when chunk i of the phase of generation g is still unclaimed (flags only grow, modulo 2^32). */
+static inline int chunk_open(int i, uint32_t g) {
+    return (int32_t)(__atomic_load_n(&pool_claims[i].gen, __ATOMIC_RELAXED) - g) < 0;
+}
 
-#define BAR_SPIN_NS 2000000L  /* an idle vCPU wakes slowly (~0.1 ms in a VM): spin up to 2 ms before sleeping */
-
-static void bar_wait(bar_t *b, int n) {
-    if (n < 2) return;
-    int g = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
-    if (__atomic_add_fetch(&b->count, 1, __ATOMIC_ACQ_REL) == n) {
-        __atomic_store_n(&b->count, 0, __ATOMIC_RELAXED);
-        publish(&b->gen, g + 1, &b->sleepers);
-        return;
+/* 1 when the posted phase has a chunk thread tid could claim. */
+static int pool_has_work(int tid) {
+    const uint64_t v = __atomic_load_n(&pool.ticket, __ATOMIC_SEQ_CST);
+    if (tid >= TK_NTH(v)) return 0;
+    if (TK_PIPES(v)) {
+        for (int k = 0; k < TK_N(v); k++) {
+            const uint64_t w = __atomic_load_n(&pool_pipes[k].w, __ATOMIC_SEQ_CST);
+            if ((uint32_t)(w >> 32) == TK_GEN(v) && !(w & 2)) return 1;
+        }
+        return 0;
     }
-    wait_change(&b->gen, g, &b->sleepers, BAR_SPIN_NS);
+    for (int i = 0; i < TK_N(v); i++)
+        if (chunk_open(i, TK_GEN(v))) return 1;
+    return 0;
 }
 
-/* ---- the persistent helper thread ---------------------------------------------------------------------- */
-#define POOL_SPIN_NS 1000000L  /* helper and caller spin up to 1 ms for each other before sleeping */
+static inline uint64_t ticks(void);
 
-static struct {
-    pthread_mutex_t busy;       /* held by the caller whose job the helper runs */
-    int started;                /* 1: the helper exists (0 again in a forked child) */
-    int job, job_sleepers;      /* generation of the posted job (futex word) */
-    int done, done_sleepers;    /* generation of the last finished job (futex word) */
-    void (*fn)(void *);
-    void *arg;
-} pool = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, NULL, NULL};
+/* Claims and runs chunks of the posted phase, its own (i = tid mod threads) first, while any is left for thread
+ * tid; returns how many it ran. grace > 0 (the caller, while its helpers keep up): before taking another
+ * thread's chunk, give that thread up to grace ticks from the end of its own chunks to claim it (so a helper a
+ * fraction of a microsecond late keeps its chunk and its cache, as with a barrier, but never longer). */
+static int pool_claim_all_(int tid, uint64_t grace) {
+    const uint64_t v = __atomic_load_n(&pool.ticket, __ATOMIC_ACQUIRE);
+    const uint32_t g = TK_GEN(v);
+    const int n = TK_N(v), nth = TK_NTH(v);
+    if (tid >= nth) return 0;
+    if (TK_PIPES(v)) return n ? pool_pipe_work(tid, v, 0) : 0;
+    int mine = 0;
+    uint64_t deadline = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = pass ? 0 : tid; i < n; i += pass ? 1 : nth) {
+            if (pass && i % nth == tid) continue;
+            if (pass && grace) {  /* another thread's chunk: let it come first for a moment */
+                if (!deadline) deadline = ticks() + grace;
+                while (chunk_open(i, g) && ticks() < deadline) cpu_relax();
+            }
+            uint32_t f = __atomic_load_n(&pool_claims[i].gen, __ATOMIC_RELAXED);
+            if ((int32_t)(f - g) >= 0) continue;
+            if (!__atomic_compare_exchange_n(&pool_claims[i].gen, &f, g, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                continue;
+            pool.fn(pool.ctx, i, tid);
+            mine++;
+            if (tid) {
+                ps_add(PS_HELPER_CHUNKS, 1);
+                __atomic_add_fetch(&pool.done, 1, __ATOMIC_RELEASE);
+            }
+        }
+    return mine;
+}
 
-static void *pool_main(void *unused) {
-    (void)unused;
-    /* started with no job in flight (done == job) or just before the first is posted: done is the last one */
-    int seen = __atomic_load_n(&pool.done, __ATOMIC_ACQUIRE);
+static int pool_claim_all(int tid) { return pool_claim_all_(tid, 0); }
+
+static void *pool_main(void *p) {
+    const int tid = (int)(intptr_t)p;
+    uint64_t seen = 0;  /* the last phase this helper scanned: nothing new appears in it (chunks only get taken) */
     for (;;) {
-        wait_change(&pool.job, seen, &pool.job_sleepers, POOL_SPIN_NS);
-        seen = __atomic_load_n(&pool.job, __ATOMIC_ACQUIRE);
-        pool.fn(pool.arg);
-        publish(&pool.done, seen, &pool.done_sleepers);
+        int w = __atomic_load_n(&pool.wake, __ATOMIC_ACQUIRE);
+        long t0 = 0;
+        for (int spin = 0;; spin++) {
+            const uint64_t v = __atomic_load_n(&pool.ticket, __ATOMIC_ACQUIRE);
+            if (v != seen) {  /* a new phase (or the end of one's call): keep spinning for the next while work comes */
+                seen = v;
+                if (tid >= TK_NTH(v) && TK_N(v)) break;  /* a call with fewer threads: sleep, do not spin */
+                ps_add(PS_SCANS, 1);
+                pool_claim_all(tid);
+                t0 = 0;
+                spin = 0;
+                continue;
+            }
+            cpu_relax();
+            if ((spin & 255) == 255) {
+                long t = now_ns();
+                if (!t0) t0 = t;
+                else if (t - t0 > POOL_SPIN_NS) break;
+            }
+        }
+        __atomic_add_fetch(&pool.wake_sleepers, 1, __ATOMIC_SEQ_CST);
+        ps_add(PS_SLEEPS, 1);
+        /* a phase posted before we counted ourselves is seen here (seq_cst on both sides) */
+        if (!pool_has_work(tid) && __atomic_load_n(&pool.wake, __ATOMIC_SEQ_CST) == w) fx_wait(&pool.wake, w);
+        __atomic_sub_fetch(&pool.wake_sleepers, 1, __ATOMIC_SEQ_CST);
+        seen = 0;
     }
     return NULL;
 }
@@ -107,24 +279,26 @@ static void *pool_main(void *unused) {
 static void pool_after_fork_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     pool.busy = fresh;
-    pool.done = pool.job;  /* a job in flight in the parent is not the child's */
-    pool.started = 0;  /* the helper did not survive the fork: start a new one when needed */
+    pool.ticket = TK_MAKE(pool.gen + 1, 1, 0);  /* a phase in flight in the parent is not the child's */
+    pool.gen++;
+    pool.wake_sleepers = 0;
+    pool.started = 0;  /* the helpers did not survive the fork: start new ones when needed */
 }
 
-/* Starts the helper on a CPU other than the caller's where the process may use several (a new thread woken next
+/* Starts helper tid on a CPU other than the caller's where the process may use several (a new thread woken next
  * to its parent can share that core for milliseconds), then lets it run anywhere. 1 when it runs. */
 #if defined(__linux__)
-typedef struct { cpu_set_t all; } pool_start_t;
+typedef struct { cpu_set_t all; int tid; } pool_start_t;
 
 static void *pool_start_main(void *p) {
     pool_start_t st = *(pool_start_t *)p;
     free(p);
     pthread_setaffinity_np(pthread_self(), sizeof st.all, &st.all);
-    return pool_main(NULL);
+    return pool_main((void *)(intptr_t)st.tid);
 }
 #endif
 
-static int pool_start(void) {
+static int pool_start(int tid) {
     static int atfork_done = 0;
     if (!atfork_done) atfork_done = pthread_atfork(NULL, NULL, pool_after_fork_child) == 0;
     pthread_t th;
@@ -139,6 +313,7 @@ static int pool_start(void) {
         && CPU_COUNT(&st->all) > 1 && CPU_ISSET(cpu, &st->all)) {
         cpu_set_t other = st->all;
         CPU_CLR(cpu, &other);
+        st->tid = tid;
         ok = pthread_attr_setaffinity_np(&attr, sizeof other, &other) == 0
             && pthread_create(&th, &attr, pool_start_main, st) == 0;
     }
@@ -148,31 +323,155 @@ static int pool_start(void) {
         pthread_attr_destroy(&attr);
         if (pthread_attr_init(&attr) != 0) return 0;
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        ok = pthread_create(&th, &attr, pool_main, NULL) == 0;
+        ok = pthread_create(&th, &attr, pool_main, (void *)(intptr_t)tid) == 0;
     }
     pthread_attr_destroy(&attr);
     return ok;
 }
 
-/* Takes the helper for one pool_run2: 1 when it is ours (then pool_run2 must follow), 0 when the two jobs must
- * run on the caller (helper busy with another caller or not startable). */
-static int pool_try_begin(void) {
-    if (pthread_mutex_trylock(&pool.busy) != 0) return 0;
-    if (!pool.started) pool.started = pool_start();
-    if (!pool.started) {
-        pthread_mutex_unlock(&pool.busy);
-        return 0;
-    }
-    return 1;
+/* A cheap clock for comparing durations within one call (the TSC on x86, else CLOCK_MONOTONIC). */
+static inline uint64_t ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    return (uint64_t)now_ns();
+#endif
 }
 
-/* After pool_try_begin() returned 1: fn(a1) on the helper, fn(a0) here; returns when both are done. */
-static void pool_run2(void (*fn)(void *), void *a0, void *a1) {
-    pool.fn = fn;
-    pool.arg = a1;
-    int g = __atomic_load_n(&pool.job, __ATOMIC_RELAXED) + 1;
-    publish(&pool.job, g, &pool.job_sleepers);
-    fn(a0);
-    wait_change(&pool.done, g - 1, &pool.done_sleepers, POOL_SPIN_NS);
+/* One call's use of the pool (on the caller's stack). */
+typedef struct {
+    int nth;         /* threads of the call, the caller included (1: the caller alone, no pool held) */
+    int solo;        /* 1 once contention made the call go on alone */
+    int slow;        /* score of phases where the caller waited for helpers longer than its own chunks took */
+    int alone;       /* consecutive phases the caller ran every chunk of */
+    long woke;       /* when the caller last woke sleeping helpers */
+    long alone_since;  /* when the current run of phases without help began */
+} team_t;
+
+/* Begins a call that may use up to `want` threads: t->nth is what it got (1 when the pool is taken by another
+ * caller or no helper can be started). team_end must follow. */
+static void team_begin(team_t *t, int want) {
+    t->nth = 1;
+    t->solo = t->slow = t->alone = 0;
+    t->woke = t->alone_since = 0;
+    if (want > POOL_MAX) want = POOL_MAX;
+    if (want < 2 || pthread_mutex_trylock(&pool.busy) != 0) return;
+    if (now_ns() < pool.backoff_until) {  /* helpers were late moments ago: do not count on them yet */
+        ps_add(PS_BACKOFFS, 1);
+        pthread_mutex_unlock(&pool.busy);
+        return;
+    }
+    while (pool.started < want - 1 && pool_start(pool.started + 1)) pool.started++;
+    if (pool.started == 0) {
+        pthread_mutex_unlock(&pool.busy);
+        return;
+    }
+    t->nth = pool.started + 1 < want ? pool.started + 1 : want;
+    ps_add(PS_CALLS, 1);
+}
+
+static void team_go_solo(team_t *t) {
+    ps_add(PS_SOLO, 1);
+    pool.backoff_until = now_ns() + POOL_BACKOFF_NS;
+    t->solo = 1;  /* helpers late, slow or descheduled: the rest of the call on this thread */
+    __atomic_store_n(&pool.ticket, TK_MAKE(pool.gen, 1, 0), __ATOMIC_RELEASE);
+}
+
+/* The phase fn(ctx, i, tid) for the chunks i < n, each run once by some thread of the call; returns when all
+ * are done (their writes visible here).
+ *
+ * Contention is judged per phase: a wait for helpers' chunks longer than the caller's own chunks took (plus
+ * POOL_SLOW_TICKS: cross-core hand-over alone takes a fraction of a microsecond) counts as a slow phase (+4), any
+ * other phase -1; at a score of 64 (about one phase in five slow, sustained), after one wait over
+ * POOL_WAIT_SOLO_NS and over twice the caller's own chunks' time, or when for 64 phases and POOL_SOLO_NS no helper
+ * took a chunk, the call goes on alone. */
+static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
+    if (t->nth < 2 || t->solo || n < 2 || n > POOL_CHUNKS) {
+        for (int i = 0; i < n; i++) fn(ctx, i, 0);
+        return;
+    }
+    ps_add(PS_PHASES, 1);
+    if (pool.fn != fn) pool.fn = fn;  /* unchanged: the helpers' copy of the line stays valid */
+    if (pool.ctx != ctx) pool.ctx = ctx;
+    const unsigned d0 = __atomic_load_n(&pool.done, __ATOMIC_RELAXED);  /* no helper holds a chunk now */
+    pool_next_gen();
+    const uint64_t ta = ticks();
+    __atomic_store_n(&pool.ticket, TK_MAKE(pool.gen, t->nth, n), __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pool.wake_sleepers, __ATOMIC_SEQ_CST)) {  /* helpers asleep: wake them, not every phase */
+        const long tn = now_ns();
+        if (tn - t->woke > POOL_WAKE_NS) {
+            t->woke = tn;
+            __atomic_add_fetch(&pool.wake, 1, __ATOMIC_SEQ_CST);
+            fx_wake(&pool.wake);
+        }
+    }
+    /* a grace for late helpers only while they kept up in the last phase: an absent helper costs nothing */
+    const int mine = pool_claim_all_(0, t->alone ? 0 : POOL_GRACE_TICKS);
+    if (__atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) - d0 != (unsigned)(n - mine)) {
+        const uint64_t tb = ticks();
+        long t0 = 0;
+        for (int spin = 0; __atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) - d0 != (unsigned)(n - mine); spin++) {
+            cpu_relax();
+            if ((spin & 63) == 63) {
+                long tn = now_ns();
+                if (!t0) t0 = tn;
+                else if (tn - t0 > 50 * POOL_YIELD_NS) {  /* a long chunk (a whole direction): sleep a little */
+                    struct timespec ts = {0, 20000};
+                    nanosleep(&ts, NULL);
+                } else if (tn - t0 > POOL_YIELD_NS) sched_yield();
+            }
+        }
+        const uint64_t tc = ticks();
+        if (t0) {
+            long waited = now_ns() - t0;
+            if (waited > POOL_YIELD_NS) ps_add(PS_LONG_WAITS, 1);
+            /* long in time and against the caller's own share (a 0.2 ms wait in a 5 ms step is no reason) */
+            if (waited > POOL_WAIT_SOLO_NS && tc - tb > 2 * (tb - ta)) { team_go_solo(t); return; }
+        }
+        if (tc - tb > tb - ta + POOL_SLOW_TICKS) t->slow += 4;
+        else if (t->slow) t->slow--;
+        if (t->slow >= 64) { team_go_solo(t); return; }
+    } else if (t->slow) {
+        t->slow--;
+    }
+    if (mine < n) {
+        t->alone = 0;
+    } else if (++t->alone == 1) {
+        t->alone_since = now_ns();
+    } else if (t->alone % 64 == 0 && now_ns() - t->alone_since > POOL_SOLO_NS) {
+        team_go_solo(t);
+    }
+}
+
+/* Pipes: fn(ctx, k, step, tid) for step 0 .. nsteps-1 of every pipe k < npipes, the steps of a pipe in order
+ * and one at a time, different pipes independent (a bidirectional call's directions). Each thread keeps to its
+ * own pipe while the other threads keep up (no synchronisation per step); a late thread's pipe is taken over
+ * step by step (pool_pipe_work). Returns when every step has run. */
+static void team_pipes(team_t *t, pipe_fn fn, void *ctx, int npipes, int nsteps) {
+    if (t->nth < 2 || t->solo || npipes < 2 || npipes > POOL_PIPES || nsteps <= 0) {
+        for (int k = 0; k < npipes; k++)
+            for (int i = 0; i < nsteps; i++) fn(ctx, k, i, 0);
+        return;
+    }
+    ps_add(PS_PHASES, 1);
+    pool_next_gen();
+    pool.pfn = fn;
+    pool.ctx = ctx;
+    pool.pipe_steps = nsteps;
+    for (int k = 0; k < npipes; k++) __atomic_store_n(&pool_pipes[k].w, PW_MAKE(pool.gen, 0, 0), __ATOMIC_RELAXED);
+    const uint64_t v = TK_MAKE(pool.gen, t->nth, npipes) | (1ULL << 31);
+    __atomic_store_n(&pool.ticket, v, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pool.wake_sleepers, __ATOMIC_SEQ_CST)) {
+        __atomic_add_fetch(&pool.wake, 1, __ATOMIC_SEQ_CST);
+        fx_wake(&pool.wake);
+    }
+    pool_pipe_work(0, v, 1);
+}
+
+/* Ends the call: the ticket closed (no chunk left), the pool free for the next caller. Helpers that took no
+ * chunk are not waited for (they cannot take one any more). */
+static void team_end(team_t *t) {
+    if (t->nth < 2) return;
+    __atomic_store_n(&pool.ticket, TK_MAKE(pool.gen, 1, 0), __ATOMIC_RELEASE);
     pthread_mutex_unlock(&pool.busy);
 }

@@ -38,10 +38,12 @@ BATCH_MIN = 3
 """Least batch for the float32 batched path (below it the per-row GEMV path runs; measured in
 benchmarks/bench_compiled.py --sweep)."""
 
-BATCHED_MAX_ROWS = 1024
+BATCHED_MAX_ROWS = 1 << 16
 """Default largest D·B for the float32 batched path (packed GEMM + fused gates per step; the LSTM without
 peepholes, projection, layer norm, clips or coupling, and the GRU, with default activations, H a multiple of
-the kernel's vector width): it was measured faster than the NumPy engine at every batch up to 64 (S2, S3)."""
+the kernel's vector width): measured faster than the NumPy engine at every batch from 3 to 8192 rows (S2, S3,
+``benchmarks/bench_load.py``: with row blocks that stay in L2, B = 4096 ran in about half the NumPy engine's
+time)."""
 
 PROJECTION_BUFFER_BYTES = 4 << 20
 """Input-projection buffer per kernel call; the projection of a chunk of steps is one GEMM per direction."""
@@ -54,14 +56,34 @@ _KIND = {"lstm": 0, "gru": 1, "rnn": 2}
 _COUPLING = {None: 0, "input_forget": 1, "cifg": 2}
 _ACT_SLOTS = {kind: len(acts) for kind, acts in DEFAULT_ACTIVATIONS.items()}
 
+MAX_THREADS = 64
+"""Most threads one call of the compiled loops uses (the caller and 63 pool helpers)."""
+
+
+def _cgroup_cpus(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
+    """CPUs' worth of time the cgroup (v2) quota allows, rounded up (``cpu.max``: "quota period" or "max ..."),
+    or None where there is no quota or no such file."""
+    try:
+        with open(path) as f:
+            quota, period = f.read().split()[:2]
+        return None if quota == "max" else max(1, -(-int(quota) // int(period)))
+    except (OSError, ValueError):
+        return None
+
+
 def _default_threads() -> int:
+    """``$FUSEDRNN_THREADS`` where set to a positive integer; else the CPUs this process may run on
+    (``os.sched_getaffinity``: taskset, cgroup cpusets), fewer where a cgroup CPU quota allows less; at most
+    MAX_THREADS."""
     env = os.environ.get("FUSEDRNN_THREADS", "").strip()
-    n = int(env) if env.isdigit() else 2
+    if env.isdigit() and int(env) > 0:
+        return min(int(env), MAX_THREADS)
     try:
         cpus = len(os.sched_getaffinity(0))  # the CPUs this process may run on (taskset, cgroup cpusets)
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return max(1, min(n, 2, cpus))
+    quota = _cgroup_cpus()
+    return max(1, min(cpus, quota or cpus, MAX_THREADS))
 
 
 _switch = {"threads": _default_threads(), "last": None}
@@ -122,9 +144,11 @@ def is_enabled() -> bool:
 
 
 def set_threads(n: int) -> None:
-    """Threads the kernel may use: 2 runs the two directions of a bidirectional call at once, 1 runs them one
-    after the other (default: 2 where the machine has 2 cores; ``$FUSEDRNN_THREADS``)."""
-    _switch["threads"] = max(1, int(n))
+    """Threads a call of the kernel may use, the caller's included (1: everything on the caller's thread). Each
+    step's work is split into chunks that whichever of these threads is running takes, so a busy machine slows a
+    call down but never makes it wait for a descheduled thread. Default: the CPUs the process may use
+    (``os.sched_getaffinity``, a cgroup CPU quota), or ``$FUSEDRNN_THREADS``; at most :data:`MAX_THREADS`."""
+    _switch["threads"] = max(1, min(int(n), MAX_THREADS))
 
 
 def threads() -> int:
@@ -136,6 +160,23 @@ def last_path() -> str | None:
     per-row loop, input projection in the kernel), "per-row" (every option; BLAS input projection); None before
     any (tests and benchmarks use it to check which code they exercised)."""
     return _switch["last"]
+
+
+POOL_STATS = ("calls", "phases", "helper_chunks", "solo", "long_waits", "scans", "sleeps", "backoffs")
+
+
+def pool_stats() -> dict[str, int] | None:
+    """Counters of the kernel's thread pool since the process started (None without the kernel): calls that had
+    helpers, phases (steps or passes, or a bidirectional call's two direction pipes) posted to them, chunks (or
+    pipe steps) the helpers ran, calls that went on alone because the helpers were late, slow or descheduled,
+    waits over 20 µs for a chunk a helper held, phases the helpers looked at, times a helper went to sleep, calls
+    that ran alone from the start because one had gone on alone less than 10 ms before."""
+    lib = _build.load()
+    if lib is None:
+        return None
+    out = (ctypes.c_long * len(POOL_STATS))()
+    lib.fusedrnn_pool_stats(out, len(POOL_STATS))
+    return dict(zip(POOL_STATS, out, strict=True))
 
 
 @contextlib.contextmanager

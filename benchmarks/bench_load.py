@@ -1,0 +1,228 @@
+"""fusedrnn's float32 LSTM/GRU where users run it: beside other busy processes, and with large batches.
+
+    python -m benchmarks.bench_load            # both parts, 10-20 minutes on 2 cores
+    python -m benchmarks.bench_load --quick    # fewer rounds and cases, a few minutes
+
+Part (a), *busy*: the benchmark starts ``--spinners`` (default 2) pure-Python busy processes, then times LSTM and
+GRU (forward) at S1, S2 and S4 in one process, fusedrnn, onnxruntime and torch (where installed) in alternating
+turns (:func:`benchmarks.common.interleaved_timing`). Each case's fusedrnn median is first measured quiet (before
+the spinners start); a busy call over ``10×`` that quiet median is counted as a *stall*. The spinners are killed at
+the end, also when the run fails or is interrupted.
+
+Part (b), *large*: quiet, LSTM and GRU, forward and bidirectional, B = 1024, 4096, 8192 at T=50 I=64 H=128 and
+T=20 I=32 H=64, the same alternating timing.
+
+Every implementation runs with the same thread count (``--threads``, default: the CPUs this process may use). The
+table gives medians, the worst call, and fusedrnn's time ÷ the peer's (below 1: fusedrnn faster). The first outputs
+are compared (max |Δ| against onnxruntime; over ``--atol``: MISMATCH and exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+from .common import (
+    SHAPES,
+    ForeignLoad,
+    PeerUnavailable,
+    Shape,
+    fusedrnn_runner,
+    interleaved_timing,
+    machine_facts,
+    make_problem,
+    max_abs_diff,
+    ort_runner,
+    set_threads,
+    torch_runner,
+)
+
+BUSY_SHAPES = ("S1", "S2", "S4")
+LARGE_SHAPES = ((50, 64, 128), (20, 32, 64))  # (T, I, H)
+LARGE_BATCHES = (1024, 4096, 8192)
+STALL_FACTOR = 10.0
+SPIN = "import signal, sys\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\nwhile True:\n    pass\n"
+
+
+class Spinners:
+    """``n`` busy child processes (pure-Python loops) for the lifetime of a ``with`` block; killed on exit."""
+
+    def __init__(self, n: int):
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        # a plain SIGTERM would end this process without running __exit__ and leave the spinners running
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+        for _ in range(self.n):
+            self.procs.append(subprocess.Popen([sys.executable, "-c", SPIN]))
+        time.sleep(0.3)  # let them get going
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
+        return False
+
+
+def _runners(p, with_torch: bool):
+    runners = {"fusedrnn": fusedrnn_runner(p)}
+    peers = [ort_runner] + ([torch_runner] if with_torch else [])
+    for make in peers:
+        try:
+            r = make(p)
+        except PeerUnavailable:
+            continue
+        runners[r.name] = r
+    return runners
+
+
+def _check(runners, atol: float) -> tuple[float | None, bool]:
+    outs = {n: r.normalize(r.run()) for n, r in runners.items()}
+    if "ORT" not in outs:
+        return None, True
+    d = max_abs_diff(outs["fusedrnn"], outs["ORT"])
+    return d, d <= atol
+
+
+def _time(runners, rounds: tuple[int, int], budget: float, gap: float):
+    fns = {n: r.run for n, r in runners.items()}
+    return interleaved_timing(fns, min_rounds=rounds[0], max_rounds=rounds[1], budget_s=budget, gap_s=gap)
+
+
+def _row(case: str, timing, quiet_median: float | None = None) -> dict:
+    row = {"case": case}
+    for n, xs in timing.samples.items():
+        row[n] = {"median_ms": 1e3 * statistics.median(xs), "worst_ms": 1e3 * max(xs), "n": len(xs)}
+    f = timing.samples["fusedrnn"]
+    for peer in ("ORT", "torch"):
+        if peer in timing.samples:
+            row[f"ratio_{peer}"] = statistics.median(f) / statistics.median(timing.samples[peer])
+    if quiet_median is not None:
+        row["quiet_median_ms"] = 1e3 * quiet_median
+        row["stalls"] = sum(x > STALL_FACTOR * quiet_median for x in f)
+    return row
+
+
+def _fmt(row: dict, busy: bool) -> str:
+    def cell(n):
+        r = row.get(n)
+        return f"{r['median_ms']:9.2f} {r['worst_ms']:9.2f}" if r else f"{'-':>9} {'-':>9}"
+
+    s = f"{row['case']:<34} {cell('fusedrnn')} {cell('ORT')} {cell('torch')}"
+    s += f" {row.get('ratio_ORT', float('nan')):7.2f}× {row.get('ratio_torch', float('nan')):7.2f}×"
+    if busy:
+        s += f" {row['quiet_median_ms']:8.2f} {row['stalls']:6d}"
+    if row.get("mismatch"):
+        s += f"  MISMATCH max|Δ|={row['maxdiff']:.2e}"
+    return s
+
+
+def _header(busy: bool) -> str:
+    s = f"{'case':<34} {'fused med':>9} {'worst':>9} {'ORT med':>9} {'worst':>9} {'torch med':>9} {'worst':>9}"
+    s += f" {'f/ORT':>8} {'f/torch':>8}"
+    if busy:
+        s += f" {'quiet':>8} {'stalls':>6}"
+    return s + "   (ms)"
+
+
+def busy_part(a, cells) -> list[dict]:
+    """Quiet fusedrnn medians first, then every case again beside the spinners."""
+    cases = [(c, SHAPES[s]) for c in cells for s in a.busy_shapes]
+    quiet = {}
+    problems = {}
+    for cell, shape in cases:
+        p = problems[(cell, shape.name)] = make_problem(cell, "forward", shape)
+        fr = fusedrnn_runner(p)
+        t = _time({"fusedrnn": fr}, (3, 5), a.budget / 2, 0.0)
+        quiet[(cell, shape.name)] = t.median("fusedrnn")
+    rows = []
+    print(f"\n(a) beside {a.spinners} busy processes (spinners started by this benchmark)")
+    print(_header(True))
+    with Spinners(a.spinners):
+        for cell, shape in cases:
+            runners = _runners(problems[(cell, shape.name)], not a.no_torch)
+            d, ok = _check(runners, a.atol)
+            load = ForeignLoad()
+            t = _time(runners, a.rounds, a.budget, a.gap)
+            row = _row(f"{cell} forward {shape.label()}", t, quiet[(cell, shape.name)])
+            row.update(maxdiff=d, mismatch=not ok, foreign=load.stop())
+            rows.append(row)
+            print(_fmt(row, True), flush=True)
+    return rows
+
+
+def large_part(a, cells) -> list[dict]:
+    rows = []
+    print("\n(b) quiet, large batches")
+    print(_header(False))
+    for T, I, H in a.large_shapes:
+        for B in a.batches:
+            for cell in cells:
+                for direction in a.directions:
+                    p = make_problem(cell, direction, Shape(f"B{B}", T, B, I, H))
+                    runners = _runners(p, not a.no_torch)
+                    d, ok = _check(runners, a.atol)
+                    load = ForeignLoad()
+                    t = _time(runners, a.rounds, a.budget, a.gap)
+                    row = _row(f"{cell} {direction[:5]} T{T} B{B} I{I} H{H}", t)
+                    row.update(maxdiff=d, mismatch=not ok, foreign=load.stop())
+                    rows.append(row)
+                    print(_fmt(row, False), flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_load", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer rounds, B=1024 and 4096 only, forward only")
+    ap.add_argument("--part", choices=("busy", "large", "both"), default="both")
+    ap.add_argument("--cells", default="lstm,gru")
+    ap.add_argument("--spinners", type=int, default=2, help="busy processes beside the timed one (default 2)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads of every implementation (default: the CPUs this process may use)")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--atol", type=float, default=1e-4)
+    ap.add_argument("--json", default=None, help="write every number here")
+    a = ap.parse_args(argv)
+    threads = a.threads or len(os.sched_getaffinity(0))
+    print(set_threads(threads))
+    a.busy_shapes = BUSY_SHAPES
+    a.large_shapes = LARGE_SHAPES
+    a.batches = LARGE_BATCHES[:2] if a.quick else LARGE_BATCHES
+    a.directions = ("forward",) if a.quick else ("forward", "bidirectional")
+    a.rounds = (3, 6) if a.quick else (3, 20)
+    a.budget = 2.0 if a.quick else 3.0
+    a.gap = 0.05
+    cells = [c for c in a.cells.split(",") if c]
+    out = {"machine": machine_facts(), "threads": threads, "argv": sys.argv[1:]}
+    if a.part in ("busy", "both"):
+        out["busy"] = busy_part(a, cells)
+    if a.part in ("large", "both"):
+        out["large"] = large_part(a, cells)
+    rows = out.get("busy", []) + out.get("large", [])
+    bad = [r["case"] for r in rows if r.get("mismatch")]
+    stalls = sum(r.get("stalls", 0) for r in rows)
+    print(f"\nstalls (busy calls over {STALL_FACTOR:g}× fusedrnn's quiet median): {stalls}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1, default=str)
+    if bad:
+        print("MISMATCH:", ", ".join(bad))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

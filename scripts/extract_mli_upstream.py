@@ -2,9 +2,9 @@
 
 Reads a git clone of foss-for-synopsys-dwc-arc-processors/embarc_mli (``git show <tag>:<path>``) and writes
 
-- ``tests/data/mli/upstream.json``: the ``mli_status`` enumerations of both releases' ``include/mli_types.h``
-  (names and values in declaration order), the 2.0.2 tanh / sigmoid fx16 lookup tables with their parameters
-  (``lib/src/private/src/mli_prv_activation_lut.cc``), the constants of the HAR smartphone example
+- ``tests/data/mli/upstream.json``: the ``mli_status`` and ``mli_element_type`` enumerations of both releases'
+  ``include/mli_types.h`` (names and values in declaration order), the 2.0.2 tanh / sigmoid fx16 lookup tables
+  with their parameters (``lib/src/private/src/mli_prv_activation_lut.cc``), the constants of the HAR smartphone example
   (``examples/example_har_smartphone/har_smartphone_constants.h``: integer bits, shapes, strides) and the results its
   README publishes for the fx16 build (S/N and the accuracy on the small test base);
 - ``tests/data/mli/har_smartphone.npz``: the example's float coefficients (``har_smartphone_coefficients_fx.c``,
@@ -34,16 +34,28 @@ def show(repo: str, ref: str, path: str) -> bytes:
                           capture_output=True).stdout
 
 
-def statuses(text: str) -> list[list]:
-    """``typedef enum { MLI_STATUS_OK = 0, MLI_STATUS_X, ... } mli_status;`` -> [[name, value], ...]."""
-    body = text[:text.index("} mli_status;")]
+def enumeration(text: str, typedef: str, prefix: str) -> list[list]:
+    """``typedef enum { <prefix>A = 0, <prefix>B, <prefix>C = 0x10, ... } <typedef>;`` -> [[name, value], ...]
+    in declaration order (a member without a value is the previous one + 1, as in C), without the
+    ``<prefix>LARGE_ENUM`` size guard."""
+    body = text[:text.index(f"}} {typedef};")]
     body = body[body.rindex("typedef enum"):]
     out, value = [], -1
-    for m in re.finditer(r"^\s*(MLI_STATUS_\w+)\s*(?:=\s*(0x[0-9a-fA-F]+|\d+))?\s*,?", body, re.M):
+    for m in re.finditer(rf"^\s*({prefix}\w+)\s*(?:=\s*(0x[0-9a-fA-F]+|\d+))?\s*,?", body, re.M):
         value = int(m.group(2), 0) if m.group(2) else value + 1
-        if m.group(1) != "MLI_STATUS_LARGE_ENUM":
+        if m.group(1) != f"{prefix}LARGE_ENUM":
             out.append([m.group(1), value])
     return out
+
+
+def statuses(text: str) -> list[list]:
+    """``typedef enum { MLI_STATUS_OK = 0, MLI_STATUS_X, ... } mli_status;`` -> [[name, value], ...]."""
+    return enumeration(text, "mli_status", "MLI_STATUS_")
+
+
+def element_types(text: str) -> list[list]:
+    """``typedef enum { MLI_EL_FX_8 = ..., ... } mli_element_type;`` -> [[name, value], ...]."""
+    return enumeration(text, "mli_element_type", "MLI_EL_")
 
 
 def c_ints(text: str) -> list[int]:
@@ -124,6 +136,8 @@ def main(repo: str, out_dir: str = "tests/data/mli") -> None:
         "source": {"repo": "foss-for-synopsys-dwc-arc-processors/embarc_mli", "tags": [V1, V2]},
         "status": {V1: statuses(show(repo, V1, "include/mli_types.h").decode()),
                    V2: statuses(show(repo, V2, "include/mli_types.h").decode())},
+        "element_type": {V1: element_types(show(repo, V1, "include/mli_types.h").decode()),
+                         V2: element_types(show(repo, V2, "include/mli_types.h").decode())},
         "lut_fx16": {"tanh": lut(lut_src, "tanh_lut_data_fx16", "tanh_lut_fx16"),
                      "sigm": lut(lut_src, "sigmoid_lut_data_fx16", "sigmoid_lut_fx16")},
         "har_smartphone": {**har_constants(show(repo, V2, f"{HAR}/har_smartphone_constants.h").decode()),

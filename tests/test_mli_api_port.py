@@ -31,6 +31,88 @@ def test_status_enumeration_is_mli_types_h(ref, module):
     assert {n for n in dir(module) if n.startswith("MLI_STATUS_")} == names
 
 
+@pytest.mark.parametrize("ref,module", [("Release_2.0.2", mli), ("Release_1.1.1", v1)])
+def test_element_type_enumeration_is_mli_types_h(ref, module):
+    """``mli_element_type`` as each release's include/mli_types.h numbers it (1.1.1: FX_8 = 0 ... ASYM_I32 = 3):
+    every constant and member we have carries the header's value; 1.x has all four of its types, 2.0 all but
+    MLI_EL_FX_4 and MLI_EL_FP_16 (not emulated)."""
+    upstream = dict(UP["element_type"][ref])
+    ours = {e.name: int(e) for e in module.ElType}
+    assert {n: upstream[n] for n in ours} == ours
+    assert all(int(getattr(module, n)) == v for n, v in ours.items())
+    missing = {"Release_1.1.1": set(), "Release_2.0.2": {"MLI_EL_FX_4", "MLI_EL_FP_16"}}[ref]
+    assert set(upstream) - set(ours) == missing
+    assert {n for n in dir(module) if n.startswith("MLI_EL_")} == set(ours)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_1x_program_sees_1x_element_types(seed):
+    """A 1.x program builds tensors field by field, sets ``el_type`` with 1.x constants (or their numbers), calls
+    1.x kernels and reads 1.x numbers back; its results equal those of the same kernels on 2.0 tensors."""
+    rng = np.random.default_rng(seed)
+    fl = ["fx8", "fx16"][seed % 2]
+    el1, el2, dt = {"fx8": (v1.MLI_EL_FX_8, mli.MLI_EL_FX_8, np.int8),
+                    "fx16": (v1.MLI_EL_FX_16, mli.MLI_EL_FX_16, np.int16)}[fl]
+    M, N = (int(v) for v in rng.integers(1, 7, 2))
+    lim = np.iinfo(dt).max // 4
+    wq, xq, bq = (rng.integers(-lim, lim, s).astype(dt) for s in ((M, N), N, M))
+    fw, fx, fo = (int(v) for v in rng.integers(1, 7, 3))
+    fb = int(rng.integers(0, fw + fx + 1))  # 1.x: bias frac bits <= in + weights frac bits
+
+    def v1_tensor(q, frac, number):
+        t = v1.Tensor(el_type=v1.MLI_EL_ASYM_I32)  # retyped below, as a C program assigns the field
+        t.el_type = number if seed % 3 == 0 else v1.ElType(number)
+        t.data, t.capacity = q.ravel().copy(), q.nbytes
+        t.shape, t.mem_stride, t.rank = [*q.shape, *[0] * (4 - q.ndim)], [0, 0, 0, 0], q.ndim
+        t.el_params.fx.frac_bits = frac
+        return t
+
+    w, x, b = (v1_tensor(q, f, int(el1)) for q, f in ((wq, fw), (xq, fx), (bq, fb)))
+    assert w.el_type == el1 and type(w.el_type) is v1.ElType and w.el_type.name == f"MLI_EL_FX_{fl[2:]}"
+    out = v1.empty_tensor(el1, M, frac_bits=fo)
+    probe = v1.Tensor(el_type=el1)
+    probe.el_type = v1.MLI_EL_ASYM_I8
+    assert int(probe.el_type) == 2 and v1.hlp_tensor_element_size(probe) == 1 and probe.is_sa
+    kernel = getattr(v1, f"krn_fully_connected_{fl}")
+    assert kernel(x, w, b, out) == OK
+    assert out.el_type == el1 and int(out.el_type) == {"fx8": 0, "fx16": 1}[fl] and f"MLI_EL_FX_{fl[2:]}" in repr(out)
+    ref = mli.empty_tensor(el2, M, frac_bits=fo)
+    assert kernel(*(mli.fx_tensor(q, f, el2) for q, f in ((xq, fx), (wq, fw), (bq, fb))), ref) == OK
+    assert ref.el_type == el2 and type(ref) is mli.Tensor  # 2.0 tensors keep 2.0's numbers
+    assert out.values().tolist() == ref.values().tolist() and out.data.mem.dtype == dt
+    for t in (out.copy(), copy.copy(out)):
+        assert type(t) is v1.Tensor and t.el_type == el1 and t.values().tolist() == ref.values().tolist()
+    act = v1.empty_tensor(v1.MLI_EL_FX_16 if fl == "fx16" else v1.MLI_EL_FX_8, M)
+    assert getattr(v1, f"krn_tanh_{fl}")(out, act) == OK and act.el_type == el1
+    with pytest.raises(AttributeValueError, match="1.x element type"):
+        out.el_type = int(el2)  # 2.0's number is no 1.x type
+    assert out.el_type == el1
+
+
+def test_2x_element_types_unchanged_and_lstm_ir_tsr_of_1x():
+    t = mli.Tensor(el_type=mli.MLI_EL_FX_16)
+    assert t.el_type == 16 and type(t.el_type) is mli.ElType and mli.fx_tensor([1], 0).el_type == 0x10
+    assert {int(mli.MLI_EL_FX_8), int(mli.MLI_EL_SA_8), int(mli.MLI_EL_SA_32)} == {0x8, 0x108, 0x120}
+    assert v1.Tensor(el_type=v1.MLI_EL_ASYM_I32).data.mem is None and v1.empty_tensor(
+        v1.MLI_EL_ASYM_I32, 2).data.mem.dtype == np.int32
+    f = v1.Tensor(np.zeros(2, np.float32), [2], el_type=mli.MLI_EL_FP_32)  # fp32: no 1.x number, 2.0's shown
+    assert f.el_type is mli.MLI_EL_FP_32
+    rng = np.random.default_rng(3)
+    M, N = 3, 2
+    x = v1.fx_tensor(rng.integers(-900, 900, N), 10)
+    h, c = v1.fx_tensor(rng.integers(-900, 900, M), 10), v1.fx_tensor(rng.integers(-900, 900, M), 10)
+    W, b = v1.fx_tensor(rng.integers(-3000, 3000, (4, M, N + M)), 14), v1.fx_tensor(rng.integers(-99, 99, (4, M)), 8)
+    cfg = v1.RnnCellCfg(v1.RNN_ONE_TO_ONE, v1.RNN_ACT_TANH, v1.empty_tensor(v1.MLI_EL_FX_16, 4 * M))
+    as2 = [mli.fx_tensor(t.values(), t.frac_bits) for t in (x, h, W, b, c)]
+    cfg2 = v1.RnnCellCfg(v1.RNN_ONE_TO_ONE, v1.RNN_ACT_TANH, mli.empty_tensor(mli.MLI_EL_FX_16, 4 * M))
+    out, out2 = v1.empty_tensor(v1.MLI_EL_FX_16, M), mli.empty_tensor(mli.MLI_EL_FX_16, M)
+    assert v1.krn_lstm_cell_fx16(x, h, W, b, cfg, c, out) == OK  # cfg.ir_tsr a 1.x tensor too
+    assert (out.el_type, c.el_type, cfg.ir_tsr.el_type) == (1, 1, 1) and type(cfg.ir_tsr) is v1.Tensor
+    assert v1.krn_lstm_cell_fx16(*as2[:4], cfg2, as2[4], out2) == OK and out2.el_type == 16
+    assert out.values().tolist() == out2.values().tolist() and c.values().tolist() == as2[4].values().tolist()
+    assert out.frac_bits == out2.frac_bits and c.frac_bits == as2[4].frac_bits
+
+
 def test_tensor_fields_have_c_names_and_fixed_arrays():
     buf = np.arange(128 * 32, dtype=np.int16)
     t = mli.Tensor(el_type=mli.MLI_EL_FX_16)

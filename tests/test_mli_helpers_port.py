@@ -331,7 +331,7 @@ def test_v1_eltwise_checks_as_mli_chk_eltwise():
     import fusedrnn.mli.v1 as v1
 
     def t(v, f=3, el=None):
-        return v1.fx_tensor(np.asarray(v), f, el_type=el or v1.MLI_EL_FX_16)
+        return v1.fx_tensor(np.asarray(v), f, el_type=v1.MLI_EL_FX_16 if el is None else el)  # 1.x: MLI_EL_FX_8 is 0
 
     out = v1.empty_tensor(v1.MLI_EL_FX_16, 8)
     add = v1.krn_eltwise_add_fx16

@@ -42,7 +42,9 @@ Where MLI's documentation and its code disagree, fusedrnn does what the code (``
 
 Beyond MLI: an ``RnnCellCfg`` without ``scratch_data`` is BAD_FUNC_CFG in a debug mode as MLI's checker says; in
 ``DBG_MODE_RELEASE`` (C would write through NULL) the kernel allocates it. A ``FullyConnectedCfg`` of None is
-BAD_FUNC_CFG in a debug mode and "no ReLU" without checks; element types keep 2.0's numbers in the 1.x namespace.
+BAD_FUNC_CFG in a debug mode and "no ReLU" without checks. Element types in the 1.x namespace have 1.1.1's
+numbers (``fusedrnn.mli.v1.MLI_EL_FX_16`` = 1, its tensors' ``el_type`` reads and takes them); 1.x tensors
+passed to the kernels here work too (kernels see them as 2.0 tensors).
 """
 
 from __future__ import annotations

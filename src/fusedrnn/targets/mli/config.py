@@ -19,6 +19,12 @@ from ...errors import AttributeValueError
 
 ElType = c_enum("ElType", "``mli_element_type`` (MLI 2.0 values).", __name__, {
     "MLI_EL_FX_8": 0x8, "MLI_EL_FX_16": 0x10, "MLI_EL_SA_8": 0x108, "MLI_EL_SA_32": 0x120, "MLI_EL_FP_32": 0x220})
+ElTypeV1 = c_enum("ElTypeV1", "MLI 1.x ``mli_element_type`` (1.1.1 values, C's order from 0).", __name__,
+                  "MLI_EL_FX_8 MLI_EL_FX_16 MLI_EL_ASYM_I8 MLI_EL_ASYM_I32")
+EL_TYPE_FROM_V1 = dict(zip(ElTypeV1, (ElType.MLI_EL_FX_8, ElType.MLI_EL_FX_16, ElType.MLI_EL_SA_8, ElType.MLI_EL_SA_32),
+                           strict=True))
+"""1.x element type -> the 2.0 type that the kernels use for it (1.x's asym i8 / i32 are 2.0's sa8 / sa32)."""
+EL_TYPE_TO_V1 = {v: k for k, v in EL_TYPE_FROM_V1.items()}
 ReluType = c_enum("ReluType", "``mli_relu_cfg.type``.", __name__, "MLI_RELU_NONE MLI_RELU_GEN MLI_RELU_1 MLI_RELU_6")
 RnnDirection = c_enum("RnnDirection", "``mli_rnn_cell_cfg.direction``.", __name__, "RNN_DIR_FORWARD RNN_DIR_BACKWARD")
 RnnResults = c_enum("RnnResults", "``mli_rnn_cell_cfg.results``.", __name__, "RNN_OUT_LAST RNN_OUT_ALL")
@@ -145,7 +151,8 @@ def set_build(round_mode: str = "UP", full_accu: bool = False,
 
 
 __all__ = [
-    "build", "current_build", "set_build", "BuildConfig", "ElType", "ReluType", "RnnDirection", "RnnResults",
-    "RnnAct", "RnnMode", "ReluCfg", "FullyConnectedCfg", "RnnDenseCfg", "RnnCellCfg", "RnnCellCfgDepr",
+    "build", "current_build", "set_build", "BuildConfig", "ElType", "ElTypeV1", "EL_TYPE_FROM_V1", "EL_TYPE_TO_V1",
+    "ReluType", "RnnDirection", "RnnResults", "RnnAct", "RnnMode", "ReluCfg", "FullyConnectedCfg", "RnnDenseCfg",
+    "RnnCellCfg", "RnnCellCfgDepr",
     "MLI_MAX_RANK", "MLI_RNN_MAX_INPUT", "DEBUG_MODES", *ENUM_CONSTANTS,
 ]

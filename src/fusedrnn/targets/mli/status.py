@@ -9,6 +9,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from enum import IntEnum
 
+from .tensors import as_v2
+
 
 class Status(IntEnum):
     """What an MLI kernel returns. Kernels of :mod:`fusedrnn.mli` return these instead of raising."""
@@ -70,12 +72,13 @@ def mli_kernel(body: Callable[..., None], *fixed, name: str | None = None,
     """An MLI kernel: ``body(*fixed, *args, **kwargs)`` whose :class:`MliCheckFailed` becomes the returned status
     (MLI_STATUS_OK on success). As a decorator it wraps one kernel body; with ``fixed`` leading arguments (the
     flavour) it makes one kernel of a family named ``name`` with docstring ``doc``, taking the remaining
-    parameters of ``body`` (also by keyword)."""
+    parameters of ``body`` (also by keyword). MLI 1.x tensors (:class:`~.tensors.TensorV1`) reach the body as
+    their 2.0 views, so bodies compare ``el_type`` with 2.0's numbers only."""
 
     @functools.wraps(body)
     def kernel(*args, **kwargs):
         try:
-            body(*fixed, *args, **kwargs)
+            body(*fixed, *map(as_v2, args), **{k: as_v2(v) for k, v in kwargs.items()})
         except MliCheckFailed as e:
             return e.status
         return Status.MLI_STATUS_OK

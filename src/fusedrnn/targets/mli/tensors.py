@@ -26,12 +26,13 @@ MLI_STATUS_BAD_TENSOR instead, in every build mode.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
 from ...errors import AttributeValueError, BufferLayoutError, DTypeError, ShapeError
-from .config import MLI_MAX_RANK, ElType
+from .config import EL_TYPE_FROM_V1, EL_TYPE_TO_V1, MLI_MAX_RANK, ElType, ElTypeV1
 
 EL_DTYPE = {
     ElType.MLI_EL_FX_8: np.dtype(np.int8),
@@ -183,13 +184,13 @@ class Tensor:
         except ValueError:
             raise AttributeValueError(f"el_type: expected an ElType ({', '.join(e.name for e in ElType)}), "
                                       f"got {el_type!r}") from None
-        dt = EL_DTYPE[self.el_type]
+        dt = EL_DTYPE[self._el]
         if isinstance(data, DataContainer):
             data, capacity = data.mem, data.capacity if capacity is None else capacity
         if isinstance(data, np.ndarray) or (data is not None and not np.isscalar(data)):
             data = np.asarray(data)
             if data.dtype != dt:
-                raise DTypeError(f"data: expected a {dt.name} container for {self.el_type.name}, got {data.dtype}")
+                raise DTypeError(f"data: expected a {dt.name} container for {self._el.name}, got {data.dtype}")
             if data.ndim != 1:
                 raise ShapeError(f"data: expected a flat (1-D) container, got shape {data.shape}")
             if not data.flags.c_contiguous:
@@ -212,6 +213,11 @@ class Tensor:
         self.scale = scale
         self.zero_point = np.repeat(zp, n) if zp.size == 1 and (n > 1 or per_axis) else zp
         self.scale_frac_bits = np.repeat(sfb, n) if sfb.size == 1 and (n > 1 or per_axis) else sfb
+
+    @property
+    def _el(self) -> ElType:
+        """The element type in MLI 2.0's numbering, which the kernels use (:class:`TensorV1` shows 1.x's)."""
+        return self.el_type
 
     # ---- C fields --------------------------------------------------------------------------------------------
     @property
@@ -325,11 +331,11 @@ class Tensor:
     # ---- facts -------------------------------------------------------------------------------------------
     @property
     def is_fx(self) -> bool:
-        return self.el_type in FX_TYPES
+        return self._el in FX_TYPES
 
     @property
     def is_sa(self) -> bool:
-        return self.el_type in SA_TYPES
+        return self._el in SA_TYPES
 
     @property
     def is_scalar_value(self) -> bool:
@@ -338,7 +344,7 @@ class Tensor:
 
     @property
     def element_size(self) -> int:
-        return EL_DTYPE[self.el_type].itemsize
+        return EL_DTYPE[self._el].itemsize
 
     def strides(self) -> list[int]:
         """Element strides in effect (dense when ``mem_stride[:rank]`` is all zero)."""
@@ -371,7 +377,7 @@ class Tensor:
             return None
         if not isinstance(d, np.ndarray):
             return f"data: expected a NumPy container, got {type(d).__name__}"
-        if self.el_type not in EL_DTYPE or d.dtype != EL_DTYPE[self.el_type]:
+        if self._el not in EL_DTYPE or d.dtype != EL_DTYPE[self._el]:
             return f"data: container dtype {d.dtype} does not match element type {self.el_type!r}"
         if d.ndim != 1 or not d.flags.c_contiguous:
             return f"data: expected a C-contiguous 1-D container, got shape {d.shape} with byte strides {d.strides}"
@@ -418,11 +424,11 @@ class Tensor:
         (shape ()). Raises :class:`~fusedrnn.errors.BufferLayoutError` when the view does not lie inside the
         container."""
         self._require(self.view_problem(), "values()")
-        kind = np.float32 if self.el_type == ElType.MLI_EL_FP_32 else np.int64
+        kind = np.float32 if self._el == ElType.MLI_EL_FP_32 else np.int64
         if self.rank == 0:
             m = self.mem
             v = m[0] if isinstance(m, np.ndarray) else m
-            return np.asarray(np.asarray(v).astype(EL_DTYPE[self.el_type]), dtype=kind)
+            return np.asarray(np.asarray(v).astype(EL_DTYPE[self._el]), dtype=kind)
         st = self.strides()
         item = self.mem.itemsize
         view = np.lib.stride_tricks.as_strided(self.mem, shape=tuple(self.dims),
@@ -460,7 +466,7 @@ class Tensor:
     def to_float(self) -> np.ndarray:
         """Dequantized values (float64), per-axis parameters broadcast along ``dim``."""
         v = self.values().astype(np.float64)
-        if self.el_type == ElType.MLI_EL_FP_32:
+        if self._el == ElType.MLI_EL_FP_32:
             return v
         if self.is_fx:
             return np.ldexp(v, -self.frac_bits)
@@ -473,7 +479,7 @@ class Tensor:
 
     def copy(self) -> Tensor:
         m = self.mem
-        t = Tensor(m.copy() if isinstance(m, np.ndarray) else m, self.dims, el_type=self.el_type,
+        t = type(self)(m.copy() if isinstance(m, np.ndarray) else m, self.dims, el_type=self._el,
                    mem_stride=self.mem_stride, frac_bits=self.frac_bits, dim=self.dim, capacity=self.capacity,
                    rank=self.rank)
         t.el_params.sa.scale, t.el_params.sa.zero_point, t.el_params.sa.scale_frac_bits = (
@@ -484,8 +490,8 @@ class Tensor:
     def __copy__(self) -> Tensor:
         """C's struct assignment (``mli_tensor t2 = t1;``): the fields by value, the buffers (and per-axis
         parameter arrays) shared."""
-        t = Tensor.__new__(Tensor)
-        t.el_type, t.rank = self.el_type, self.rank
+        t = type(self).__new__(type(self))
+        t.el_type, t.rank = self._el, self.rank
         t._data = DataContainer(self._data.capacity, self._data.mem)
         t._shape, t._mem_stride = list(self._shape), list(self._mem_stride)
         sa = self.el_params.sa
@@ -539,5 +545,77 @@ def empty_tensor(el_type: ElType, elements: int, *, frac_bits: int = 0, scale=1,
                   scale_frac_bits=scale_frac_bits)
 
 
-__all__ = ["Tensor", "DataContainer", "ElParams", "FxParams", "SaParams", "fx_tensor", "sa_tensor",
+
+def el_type_v1(value) -> ElType:
+    """A 1.x element type (an :class:`ElTypeV1` or its number 0..3) as the 2.0 type the kernels use; a 2.0
+    :class:`ElType` member passes through (the kernels assign those, and fp32 has no 1.x number)."""
+    if isinstance(value, ElType):
+        return value
+    try:
+        return EL_TYPE_FROM_V1[ElTypeV1(value)]
+    except (ValueError, TypeError):
+        raise AttributeValueError(f"el_type: expected an MLI 1.x element type "
+                                  f"({', '.join(f'{e.name}={e.value}' for e in ElTypeV1)}), got {value!r}") from None
+
+
+class TensorV1(Tensor):
+    """An MLI 1.x tensor (made through :mod:`fusedrnn.mli.v1`): a :class:`Tensor` whose ``el_type`` reads and
+    writes 1.1.1's numbers (:class:`ElTypeV1`: ``MLI_EL_FX_8`` = 0, ``MLI_EL_FX_16`` = 1, ``MLI_EL_ASYM_I8`` = 2,
+    ``MLI_EL_ASYM_I32`` = 3; an fp32 tensor shows 2.0's ``MLI_EL_FP_32``, which 1.x lacks). The tensor keeps the
+    2.0 type inside; kernels see :meth:`as_v2`, a 2.0 view sharing every field, so their writes land here."""
+
+    def __init__(self, data=None, shape: Sequence[int] = (), *, el_type: ElTypeV1 | ElType, **fields):
+        super().__init__(data, shape, el_type=el_type_v1(el_type), **fields)
+
+    @property
+    def el_type(self) -> ElTypeV1 | ElType:
+        el = self.__dict__["el_type"]
+        return EL_TYPE_TO_V1.get(el, el)
+
+    @el_type.setter
+    def el_type(self, value) -> None:
+        self.__dict__["el_type"] = el_type_v1(value)
+
+    @property
+    def _el(self) -> ElType:
+        return self.__dict__["el_type"]
+
+    def as_v2(self) -> Tensor:
+        """The same tensor as a 2.0 :class:`Tensor` (shared fields: writes to either show in both)."""
+        t = Tensor.__new__(Tensor)
+        t.__dict__ = self.__dict__
+        return t
+
+    def __repr__(self) -> str:
+        return "TensorV1" + super().__repr__()[len("Tensor"):]
+
+
+def as_v2(obj):
+    """``obj`` as the kernels see it: a :class:`TensorV1` as its 2.0 view, a dataclass (a configuration) holding
+    one as a copy holding the view (1.x's ``cfg.ir_tsr``), anything else as is."""
+    if isinstance(obj, TensorV1):
+        return obj.as_v2()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {f.name: v.as_v2() for f in dataclasses.fields(obj)
+                   if isinstance(v := getattr(obj, f.name), TensorV1)}
+        return dataclasses.replace(obj, **changes) if changes else obj
+    return obj
+
+
+def fx_tensor_v1(values, frac_bits: int, el_type: ElTypeV1 = ElTypeV1.MLI_EL_FX_16) -> TensorV1:
+    """:func:`fx_tensor` as a 1.x tensor (``el_type`` in 1.x numbers)."""
+    data, shape = _container(values, el_type_v1(el_type))
+    return TensorV1(data, shape, el_type=el_type, frac_bits=frac_bits)
+
+
+def empty_tensor_v1(el_type: ElTypeV1, elements: int, *, frac_bits: int = 0, scale=1, zero_point=0,
+                    scale_frac_bits=0) -> TensorV1:
+    """:func:`empty_tensor` as a 1.x tensor (``el_type`` in 1.x numbers)."""
+    el = el_type_v1(el_type)
+    return TensorV1(np.zeros(int(elements), EL_DTYPE[el]), [int(elements)], el_type=el, frac_bits=frac_bits,
+                    scale=scale, zero_point=zero_point, scale_frac_bits=scale_frac_bits)
+
+
+__all__ = ["Tensor", "TensorV1", "as_v2", "el_type_v1", "fx_tensor_v1", "empty_tensor_v1", "DataContainer",
+           "ElParams", "FxParams", "SaParams", "fx_tensor", "sa_tensor",
            "empty_tensor", "dense_strides", "fixed", "EL_DTYPE", "MLI_MAX_RANK"]

@@ -270,8 +270,9 @@ def ort_dynamic_uint8(v: np.ndarray) -> np.ndarray:
     return (q - z).astype(np.float64), s
 
 
-def dequantized_weights(Wq, scale, zero_point, D: int, rows: int, name: str) -> np.ndarray:
-    """[D, K, 4H] integer weights with per-direction or per-column scale/zero point -> float64 [D, 4H, K]."""
+def _quantized_operands(Wq, scale, zero_point, D: int, rows: int, name: str):
+    """``Wq`` [D, K, rows] int8 / uint8 with its scale and zero point checked: (Wq, scale float32 [D] or
+    [D, rows], zero point [D] or [D, rows] of Wq's dtype, zeros when not given)."""
     Wq = np.asarray(Wq)
     if Wq.dtype not in (np.int8, np.uint8):
         raise DTypeError(f"{name}: expected int8 or uint8 quantized weights, got dtype {Wq.dtype}")
@@ -283,10 +284,16 @@ def dequantized_weights(Wq, scale, zero_point, D: int, rows: int, name: str) -> 
                          f"{None if s is None else s.shape}")
     if not np.all(np.isfinite(s)) or np.any(s <= 0):
         raise AttributeValueError(f"{name}_scale: expected finite positive scales, got {s.ravel()[:8].tolist()}")
-    z = np.zeros(s.shape, np.int64) if zero_point is None else np.asarray(zero_point)
+    z = np.zeros(s.shape, Wq.dtype) if zero_point is None else np.asarray(zero_point)
     if zero_point is not None and (z.dtype != Wq.dtype or z.shape != s.shape):
         raise DTypeError(f"{name}_zero_point: expected {Wq.dtype} of shape {s.shape} (like {name} and its scale), "
                          f"got {z.dtype} of shape {z.shape}")
+    return Wq, s, z
+
+
+def dequantized_weights(Wq, scale, zero_point, D: int, rows: int, name: str) -> np.ndarray:
+    """[D, K, 4H] integer weights with per-direction or per-column scale/zero point -> float64 [D, 4H, K]."""
+    Wq, s, z = _quantized_operands(Wq, scale, zero_point, D, rows, name)
     s = s.reshape(D, 1, -1).astype(np.float64)
     z = z.reshape(D, 1, -1).astype(np.float64)
     return ((Wq.astype(np.float64) - z) * s).transpose(0, 2, 1)
@@ -312,21 +319,7 @@ def _quantized(Wq, scale, zero_point, D: int, H: int, name: str) -> QuantizedWei
 
 
 def _checked_quantized(Wq, scale, zero_point, D: int, H: int, name: str) -> QuantizedWeights:
-    Wq = np.asarray(Wq)
-    if Wq.dtype not in (np.int8, np.uint8):
-        raise DTypeError(f"{name}: expected int8 or uint8 quantized weights, got dtype {Wq.dtype}")
-    kind = "input_size" if name == "W" else "hidden_size"
-    check_rank(Wq, 3, name, f"[num_directions, {kind}, 4*hidden_size]")
-    check_shape(Wq, (D, Wq.shape[1], 4 * H), name, f"[num_directions, K, {4 * H}] (transposed: K rows, 4H columns)")
-    s = None if scale is None else np.asarray(scale, dtype=np.float32)
-    if s is None or s.shape not in ((D,), (D, 4 * H)):
-        raise ShapeError(f"{name}_scale: expected shape ({D},) or ({D}, {4 * H}), got {None if s is None else s.shape}")
-    if not np.all(np.isfinite(s)) or np.any(s <= 0):
-        raise AttributeValueError(f"{name}_scale: expected finite positive scales, got {s.ravel()[:8].tolist()}")
-    z = np.zeros(s.shape, Wq.dtype) if zero_point is None else np.asarray(zero_point)
-    if zero_point is not None and (z.dtype != Wq.dtype or z.shape != s.shape):
-        raise DTypeError(f"{name}_zero_point: expected {Wq.dtype} of shape {s.shape} (like {name} and its scale), "
-                         f"got {z.dtype} of shape {z.shape}")
+    Wq, s, z = _quantized_operands(Wq, scale, zero_point, D, 4 * H, name)
     per_column = z.ndim == 2
     z = z.reshape(D, -1)
     # onnxruntime checks per-column zero points only: int8 ones must be 0, uint8 ones one value (its first)

@@ -16,7 +16,6 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from .. import example
 from .. import targets as _targets
 from ..cells.calibration import METHODS
 from ..errors import FusedRNNError
@@ -26,17 +25,10 @@ from . import options as options_mod
 from .calibration_opts import calibration_options, parse_methods
 from .common import CLIError, delayed_progress, stdout_console
 from .feeds import calibration_subset, load_feeds
-from .models import open_model
+from .models import model_and_data, open_model
+from .render import number
 
 DEFAULT_TARGETS = ("mli2-sa8", "litert-int8x16")
-
-
-def _num(v, spec: str = ".2f") -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float) and math.isinf(v):
-        return "identical" if v > 0 else "-inf"
-    return format(v, spec)
 
 
 def json_safe(v):
@@ -89,14 +81,7 @@ def diagnose_cmd(model_path: Path | None, data: Path | None, calibration: Path |
     if report_path is not None:
         diagnosis_report.require_plotting()
         diagnosis_report.check_path(report_path)
-    if model_path is None:
-        model_path = example.model_path()
-        data = data or example.data_path()
-    elif data is None:
-        raise CLIError("--data: an npz with the inputs of MODEL is required when MODEL is given")
-    for what, p in (("MODEL", model_path), ("--data", data), ("--calibration", calibration)):
-        if p is not None and not p.is_file():
-            raise CLIError(f"{what}: no such file: {p}")
+    model_path, data = model_and_data(model_path, data, calibration)
     names = target_names or DEFAULT_TARGETS
     for name in names:
         if name not in _targets.names():
@@ -138,8 +123,8 @@ def diagnose_cmd(model_path: Path | None, data: Path | None, calibration: Path |
             for node in entry["ranking"]:
                 d = entry["nodes"][node]
                 sat = max((s["fraction"] for s in d.get("saturation", [])), default=None)
-                rows.append([tname, node, str(bool(d.get("float"))), _num((d.get("isolated") or {}).get("snr_db")),
-                             _num((d.get("cumulative") or {}).get("snr_db")), _num(d["sensitivity"], ".6f"),
+                rows.append([tname, node, str(bool(d.get("float"))), number((d.get("isolated") or {}).get("snr_db")),
+                             number((d.get("cumulative") or {}).get("snr_db")), number(d["sensitivity"], ".6f"),
                              d.get("calibration", "-"), "-" if sat is None else f"{100 * sat:.4f}"])
         click.echo((render.csv_text if fmt == "csv" else render.markdown_text)(keys, rows), nl=False)
     else:
@@ -150,7 +135,7 @@ def _print(results: dict) -> None:
     console = stdout_console()
     metric = results["metric"]
     for tname, entry in results["targets"].items():
-        table = Table(title=f"{results['model']} on {tname}: {metric} {_num(entry['metric'], '.4f')}",
+        table = Table(title=f"{results['model']} on {tname}: {metric} {number(entry['metric'], '.4f')}",
                       show_edge=False)
         for col in ("node", "isolated SNR (dB)", "cumulative SNR (dB)", f"{metric} alone on target",
                     "calibration", "most saturated"):
@@ -161,18 +146,18 @@ def _print(results: dict) -> None:
             sat = max(d.get("saturation", []), key=lambda s: s["fraction"], default=None)
             worst = "-" if sat is None else (f"{sat['point']}{'/' + sat['gate'] if sat['gate'] else ''} "
                                              f"{100 * sat['fraction']:.2f}%")
-            table.add_row(node + (" (float)" if d.get("float") else ""), _num(iso.get("snr_db"), ".1f"),
-                          _num(cum.get("snr_db"), ".1f"), _num(d["sensitivity"], ".4f"),
+            table.add_row(node + (" (float)" if d.get("float") else ""), number(iso.get("snr_db"), ".1f"),
+                          number(cum.get("snr_db"), ".1f"), number(d["sensitivity"], ".4f"),
                           d.get("calibration", "-"), worst)
         console.print(table)
         if entry.get("methods"):
             console.print("  calibration methods: " + ", ".join(
-                f"{m} {_num(v['metric'], '.4f')}" for m, v in entry["methods"].items()), markup=False)
+                f"{m} {number(v['metric'], '.4f')}" for m, v in entry["methods"].items()), markup=False)
         if entry.get("search"):
             s = entry["search"]
             console.print(f"  float nodes for {metric} >= {s['goal']}: {', '.join(s['float']) or 'none'} "
                           f"({'reached' if s['reached'] else 'not reached'}, {metric} "
-                          f"{_num(s['steps'][-1]['metric'], '.4f')})", markup=False)
+                          f"{number(s['steps'][-1]['metric'], '.4f')})", markup=False)
 
 
 __all__ = ["diagnose_cmd", "json_safe"]

@@ -11,24 +11,16 @@ the ranges, the calibration methods compared and the float-node search.
 from __future__ import annotations
 
 import html
-import math
 
 import numpy as np
 
 from .. import __version__
+from .render import number
 from .report import _figure, _svg, check_path, require_plotting, write
 
 
 def _e(v) -> str:
     return html.escape(str(v))
-
-
-def _num(v, spec: str = ".2f") -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float) and math.isinf(v):
-        return "identical" if v > 0 else "−∞"
-    return format(v, spec)
 
 
 def _img(b64: str, caption: str) -> str:
@@ -56,7 +48,7 @@ def snr_heatmap(results: dict) -> str:
     ax.set_yticks(range(len(nodes)), nodes, fontsize=8)
     for i in range(len(nodes)):
         for j in range(len(targets)):
-            ax.text(j, i, _num(float(vals[i, j]), ".1f"), ha="center", va="center", fontsize=8, color="white")
+            ax.text(j, i, number(float(vals[i, j]), ".1f"), ha="center", va="center", fontsize=8, color="white")
     fig.colorbar(im, ax=ax, label="SNR (dB)")
     ax.set_title("cumulative SNR per node and target", fontsize=9)
     return _svg(fig)
@@ -133,9 +125,9 @@ def _node_table(entry: dict) -> str:
             "; ".join(", ".join(f"{k} [{lo:.4g}, {hi:.4g}]" for k, (lo, hi) in r.items()) for r in d.get(what) or [])
             for what in ("ranges", "observed"))
         body.append(f"<tr><td>{_e(n)}</td><td>{'yes' if d.get('float') else ''}</td>"
-                    f"<td>{_num(iso.get('max_abs'), '.3e')}</td><td>{_num(iso.get('snr_db'), '.1f')}</td>"
-                    f"<td>{_num(cum.get('max_abs'), '.3e')}</td><td>{_num(cum.get('snr_db'), '.1f')}</td>"
-                    f"<td>{_num(d['sensitivity'], '.4f')}</td><td>{_e(d.get('calibration', '–'))}</td>"
+                    f"<td>{number(iso.get('max_abs'), '.3e')}</td><td>{number(iso.get('snr_db'), '.1f')}</td>"
+                    f"<td>{number(cum.get('max_abs'), '.3e')}</td><td>{number(cum.get('snr_db'), '.1f')}</td>"
+                    f"<td>{number(d['sensitivity'], '.4f')}</td><td>{_e(d.get('calibration', '–'))}</td>"
                     f"<td>{_e(ranges or '–')}</td><td>{_e(observed or '–')}</td>"
                     f"<td>{_e(_qparams(d.get('qparams')))}</td></tr>")
     return f"<table>{head}{''.join(body)}</table>"
@@ -160,19 +152,19 @@ def build(results: dict) -> str:
     sat = saturation_heatmap(results)
     parts.append(_img(sat, "saturation per gate, cell and hidden state") if sat else
                  "<p>No target counted saturation.</p>")
-    summary = "".join(f"<tr><td>{_e(t)}</td><td>{_num(e['metric'], '.4f')}</td></tr>"
+    summary = "".join(f"<tr><td>{_e(t)}</td><td>{number(e['metric'], '.4f')}</td></tr>"
                       for t, e in results["targets"].items())
     parts += [f"<table><tr><th>target</th><th>{_e(metric)}</th></tr>{summary}</table>", "</section>",
               '<section id="details"><h2>Details</h2>']
     for t, entry in results["targets"].items():
-        parts += [f"<h3>{_e(t)}: {_e(metric)} {_num(entry['metric'], '.4f')}</h3>", _node_table(entry)]
+        parts += [f"<h3>{_e(t)}: {_e(metric)} {number(entry['metric'], '.4f')}</h3>", _node_table(entry)]
         if entry.get("methods"):
-            rows = "".join(f"<tr><td>{_e(m)}</td><td>{_num(v['metric'], '.4f')}</td></tr>"
+            rows = "".join(f"<tr><td>{_e(m)}</td><td>{number(v['metric'], '.4f')}</td></tr>"
                            for m, v in entry["methods"].items())
             parts.append(f"<table><tr><th>calibration method</th><th>{_e(metric)}</th></tr>{rows}</table>")
         if entry.get("search"):
             s = entry["search"]
-            rows = "".join(f"<tr><td>{_e(', '.join(st['float']) or 'none')}</td><td>{_num(st['metric'], '.4f')}</td>"
+            rows = "".join(f"<tr><td>{_e(', '.join(st['float']) or 'none')}</td><td>{number(st['metric'], '.4f')}</td>"
                            f"</tr>" for st in s["steps"])
             parts.append(f"<p>Float nodes for {_e(metric)} ≥ {s['goal']}: "
                          f"{'reached' if s['reached'] else 'not reached'}.</p>"

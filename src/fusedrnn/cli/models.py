@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import example
 from ..errors import FusedRNNError
 from ..frontends.model_files import TORCH_FORMATS, LoadedModel, load_model, sniff
 from ..frontends.onnx_ops import recurrent_op
@@ -20,6 +21,21 @@ DATA_MOVEMENT = frozenset({
     "Less", "Greater", "Not", "And", "Or", "ReverseSequence", "If", "Loop", "Scan",
 })
 """Op types that move or select values without arithmetic: not listed as 'stayed float'."""
+
+
+def model_and_data(model_path: Path | None, data: Path | None,
+                   calibration: Path | None = None) -> tuple[Path, Path]:
+    """MODEL and --data as a command runs them: the bundled example and its test split without MODEL; CLIError
+    when MODEL is given without --data or a file is missing."""
+    if model_path is None:
+        model_path = example.model_path()
+        data = data or example.data_path()
+    elif data is None:
+        raise CLIError("--data: an npz with the inputs of MODEL is required when MODEL is given")
+    for what, p in (("MODEL", model_path), ("--data", data), ("--calibration", calibration)):
+        if p is not None and not p.is_file():
+            raise CLIError(f"{what}: no such file: {p}")
+    return model_path, data
 
 
 def open_model(path: Path, opts: ModelOptions, data: Path | None = None, state_inputs: bool = False) -> LoadedModel:
@@ -52,4 +68,4 @@ def node_roles(loaded: LoadedModel) -> tuple[list[str], list[str]]:
     return recurrent, floats
 
 
-__all__ = ["DATA_MOVEMENT", "node_roles", "open_model"]
+__all__ = ["DATA_MOVEMENT", "model_and_data", "node_roles", "open_model"]

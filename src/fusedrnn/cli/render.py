@@ -67,5 +67,15 @@ def gate_failures(rows: list[dict], gates: Gates, reference: str) -> list[str]:
     return out
 
 
+def number(v, spec: str = ".2f") -> str:
+    """A measurement for a table: ``-`` for none, ``identical`` for an infinite SNR, ``-inf`` for minus infinity,
+    else ``format(v, spec)``."""
+    if v is None:
+        return "-"
+    if isinstance(v, float) and math.isinf(v):
+        return "identical" if v > 0 else "-inf"
+    return format(v, spec)
+
+
 __all__ = ["COLUMN_WIDTH", "LABEL_WIDTH", "MAX_SIDE_BY_SIDE", "csv_text", "fits_side_by_side", "gate_failures",
-           "markdown_text"]
+           "markdown_text", "number"]

@@ -10,7 +10,6 @@ import click
 import numpy as np
 from rich.table import Table
 
-from .. import example
 from .. import targets as registry
 from ..errors import FusedRNNError
 from ..frontends import onnx as fonnx
@@ -20,7 +19,7 @@ from . import report as html_report
 from .calibration_opts import MethodChoice, calibration_options, parse_methods
 from .common import CLIError, delayed_progress, stdout_console
 from .feeds import CALIBRATION_SAMPLES, LABELS, calibration_subset, load_feeds
-from .models import node_roles, open_model
+from .models import model_and_data, node_roles, open_model
 from .options import Gates, ModelOptions
 
 REFERENCE = "fp32"
@@ -228,14 +227,7 @@ def _evaluate(model_path: Path | None, data: Path | None, target_names, calibrat
     if report is not None:
         html_report.require_plotting()
         html_report.check_path(report)
-    if model_path is None:
-        model_path = example.model_path()
-        data = data or example.data_path()
-    elif data is None:
-        raise CLIError("--data: an npz with the inputs of MODEL is required when MODEL is given")
-    for what, p in (("MODEL", model_path), ("--data", data), ("--calibration", calibration)):
-        if p is not None and not p.is_file():
-            raise CLIError(f"{what}: no such file: {p}")
+    model_path, data = model_and_data(model_path, data, calibration)
     loaded = open_model(model_path, model_opts, data)
     model = loaded.model
     recurrent, floats = node_roles(loaded)

@@ -252,12 +252,7 @@ class IntegerLstmKernel:
         self.qproj_clip = 0
         if opts.proj_clip > 0 and self.proj:
             self.qproj_clip = int(np.clip(_F32(opts.proj_clip) / _F32(s_out), -128.0, 127.0))
-        self.cell_scale = cs
-        self.sig = activation_lut("logistic", 3)
-        self.tanh3 = activation_lut("tanh", 3)
-        self.sig_sat = saturating_lut("logistic", 3)
-        self.tanh3_sat = saturating_lut("tanh", 3)
-        self.tanh_c = activation_lut("tanh", 15 + cs)
+        self._set_tables(cs)
 
 
     @classmethod
@@ -317,12 +312,7 @@ class IntegerLstmKernel:
             k.proj_bias = col(params.projection_effective_bias, Hp)
             k.Wp = IntMatrix(np.ascontiguousarray(t["projection_weights"].data.T), a_absmax=128)
         k.qcell_clip, k.qproj_clip = int(params.quantized_cell_clip), int(params.quantized_proj_clip)
-        k.cell_scale = cs
-        k.sig = activation_lut("logistic", 3)
-        k.tanh3 = activation_lut("tanh", 3)
-        k.sig_sat = saturating_lut("logistic", 3)
-        k.tanh3_sat = saturating_lut("tanh", 3)
-        k.tanh_c = activation_lut("tanh", 15 + cs)
+        k._set_tables(cs)
         return k
 
     def _set_matrices(self, q_in, s_in, q_rec, s_rec, in_bias, rec_bias, Wcols, Rcols) -> None:
@@ -349,6 +339,16 @@ class IntegerLstmKernel:
         acc_max = Hp * 128 * 128 + int(np.abs(self.rec_bias).max(initial=0))
         mult = np.asarray(q_rec, np.float64) * np.exp2(np.asarray(s_rec, np.float64) - 31)
         self.rec_wide = bool(acc_max * float(mult.max(initial=0)) + 2 > 32767)
+
+    def _set_tables(self, cs: int) -> None:
+        """The cell scale exponent ``cs`` and the activation tables it implies: the gates' sigmoid / tanh on Q3.12
+        inputs (plain and saturating) and the cell's tanh on Q(15+cs) inputs."""
+        self.cell_scale = cs
+        self.sig = activation_lut("logistic", 3)
+        self.tanh3 = activation_lut("tanh", 3)
+        self.sig_sat = saturating_lut("logistic", 3)
+        self.tanh3_sat = saturating_lut("tanh", 3)
+        self.tanh_c = activation_lut("tanh", 15 + cs)
 
     def initial_state(self, B: int) -> tuple[np.ndarray, np.ndarray]:
         """The state after ``reset_all_variables()``: output state = its zero point (zero bytes for an INT16

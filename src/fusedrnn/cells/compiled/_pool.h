@@ -397,8 +397,10 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
     pool_next_gen();
     const uint64_t ta = ticks();
     __atomic_store_n(&pool.ticket, TK_MAKE(pool.gen, t->nth, n), __ATOMIC_SEQ_CST);
+    int waking = 0;  /* a helper asleep when the phase began: its late start is the wake-up, not contention */
     if (__atomic_load_n(&pool.wake_sleepers, __ATOMIC_SEQ_CST)) {  /* helpers asleep: wake them, not every phase */
         const long tn = now_ns();
+        waking = 1;
         if (tn - t->woke > POOL_WAKE_NS) {
             t->woke = tn;
             __atomic_add_fetch(&pool.wake, 1, __ATOMIC_SEQ_CST);
@@ -426,7 +428,7 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
             long waited = now_ns() - t0;
             if (waited > POOL_YIELD_NS) ps_add(PS_LONG_WAITS, 1);
             /* long in time and against the caller's own share (a 0.2 ms wait in a 5 ms step is no reason) */
-            if (waited > POOL_WAIT_SOLO_NS && tc - tb > 2 * (tb - ta)) { team_go_solo(t); return; }
+            if (!waking && waited > POOL_WAIT_SOLO_NS && tc - tb > 2 * (tb - ta)) { team_go_solo(t); return; }
         }
         if (tc - tb > tb - ta + POOL_SLOW_TICKS) t->slow += 4;
         else if (t->slow) t->slow--;

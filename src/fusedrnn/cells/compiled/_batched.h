@@ -305,7 +305,10 @@ static void bt_plan(bctx *c, int nth) {
     if (nth < 2) return;
     long rbs = ROW_BLOCK_BYTES / (KK * 4);
     rbs = rbs < mr ? mr : rbs / mr * mr;
-    const int large = B >= 2 * rbs;  /* several L2-sized row blocks: split rows even when directions would do */
+    /* several L2-sized row blocks: split rows even when directions would do, unless (bidirectional) a direction's
+     * weights outweigh its state (G·H·(I+H) > 3·B·H floats: LSTM S3 B=64 H=512): then row blocks would make every
+     * thread stream both directions' weights each step, where a direction per thread streams one */
+    const int large = B >= 2 * rbs && (D < 2 || 3L * B >= (long)a->G * KK);
     long want = (nth + D - 1) / D;   /* chunks per direction so that every thread can take one */
     long cap = macs / (SPLIT_MIN_MACS / 2);
     if (!large && (D >= nth || cap < 2)) return;  /* a direction per thread (pipes), or too small to share */

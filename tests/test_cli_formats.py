@@ -40,7 +40,7 @@ keras = pytest.importorskip("keras")
 ort = pytest.importorskip("onnxruntime")
 litert_interp = pytest.importorskip("ai_edge_litert.interpreter")
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(fusedrnn.__file__).resolve().parents[1]  # the fusedrnn under test (the checkout's src/ or site-packages)
 B, T, I, H, OUT = 3, 5, 3, 4, 3
 FEW = ("fp16", "mli2-sa8")  # where the point is the format
 FORMATS = {  # name -> (file, extra CLI arguments to read it)

@@ -8,12 +8,18 @@ import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import PROJECT_ROOT
 
+import fusedrnn
+
 README = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+PACKAGE_PARENT = Path(fusedrnn.__file__).resolve().parents[1]
+"""Where the fusedrnn under test lives (the checkout's src/, or site-packages when installed): the blocks' own
+interpreters import the same package, with the same compiled kernels."""
 
 
 _EPILOGUE = """
@@ -27,7 +33,7 @@ def _run_block(block: str, folder) -> tuple[str, dict]:
     """``block`` alone in a fresh interpreter (no KERAS_BACKEND set: the Keras blocks set their own); returns
     its stdout and the shapes of the names the test looks at."""
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT / "src"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_PARENT), env.get("PYTHONPATH", "")])
     res = subprocess.run([sys.executable, "-c", block + _EPILOGUE], capture_output=True, text=True, cwd=folder,
                          env=env, timeout=600)
     assert res.returncode == 0, f"README block failed on its own:\n{block}\n{res.stderr[-3000:]}"

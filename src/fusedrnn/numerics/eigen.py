@@ -143,16 +143,15 @@ def logistic_scalar(x: np.ndarray) -> np.ndarray:
         return (e / (_F32(1) + e)).astype(_F32)
 
 
-def scalar_mask(n: int, start: int = 0) -> np.ndarray:
-    """bool[n]: which elements of an n-element destination starting ``start`` floats after a 16-byte boundary
+def scalar_mask(n: int, start=0) -> np.ndarray:
+    """bool[..., n]: which elements of an n-element destination starting ``start`` floats after a 16-byte boundary
     Eigen computes one at a time (the prologue up to the first aligned element and the tail after the last whole
-    packet); the others go through packets."""
-    head = min((-start) % PACKET, n)
+    packet); the others go through packets. ``start`` may be an array of starts (one destination each)."""
+    start = np.asarray(start, np.int64)[..., None]
+    head = np.minimum((-start) % PACKET, n)
     tail_start = head + (n - head) // PACKET * PACKET
-    mask = np.zeros(n, bool)
-    mask[:head] = True
-    mask[tail_start:] = True
-    return mask
+    idx = np.arange(n)
+    return (idx < head) | (idx >= tail_start)
 
 
 def logistic(x: np.ndarray, start: int = 0, rows: bool = False) -> np.ndarray:
@@ -166,7 +165,7 @@ def logistic(x: np.ndarray, start: int = 0, rows: bool = False) -> np.ndarray:
     if rows and x.ndim >= 1:
         n = x.shape[-1]
         lead = x.reshape(-1, n)
-        mask = np.stack([scalar_mask(n, start + i * n) for i in range(lead.shape[0])]).reshape(x.shape)
+        mask = scalar_mask(n, start + np.arange(lead.shape[0]) * n).reshape(x.shape)
     else:
         mask = scalar_mask(x.size, start).reshape(x.shape)
     if mask.any():

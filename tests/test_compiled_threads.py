@@ -5,26 +5,16 @@ the process may use."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
 import numpy as np
 import pytest
+from test_compiled_recurrence import using_threads
 
 from fusedrnn.cells import Activation, compiled, gru_sequence, lstm_sequence
 from fusedrnn.cells.compiled import driver
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="compiled kernel unavailable")
-
-
-@contextlib.contextmanager
-def using_threads(n: int):
-    old = compiled.threads()
-    compiled.set_threads(n)
-    try:
-        yield
-    finally:
-        compiled.set_threads(old)
 
 
 def u(rng, *shape, scale=1.0):

@@ -22,6 +22,7 @@ FULLY_CONNECTED (int8, int16 x int8)         exact integer dot products (float64
 SOFTMAX (int8 -> int8)                       the optimized kernel's float table exp(-s·beta·(max - x)), summed in
                                              float32 in order, round(p / (sum · so)) half away + zero point
 TANH, LOGISTIC (int8, uint8)                 the kernels' 256-entry table of the float32 function
+TANH, LOGISTIC (float)                       Eigen's float32 approximations (numerics.eigen, bit-exact)
 QUANTIZE                                     float -> integer: the first 8·floor(n/8) values rint(x · float32(1 /
                                              scale)) (float32, half to even), the rest round(x / scale) half away
                                              in double; + zero point, saturated; integer -> integer: MBQM by si/so
@@ -30,8 +31,8 @@ QUANTIZE                                     float -> integer: the first 8·floo
 DEQUANTIZE                                   the first 8·floor(n/8) values float32(q · scale) + float32(-zp ·
                                              scale) in float32, the rest float32(double(scale) · (q - zp))
 float ADD, SUB, MUL                          float32, fused activation (bit-exact); float FULLY_CONNECTED,
-                                             SOFTMAX, TANH, LOGISTIC, MEAN in float32 (rounding of sums and of
-                                             the interpreter's approximations may differ in the last bits)
+                                             SOFTMAX, MEAN in float32 (the rounding of sums and of exp may
+                                             differ in the last bits)
 data movement                                CONCATENATION, REVERSE_V2, STRIDED_SLICE, SLICE, RESHAPE, SQUEEZE,
                                              EXPAND_DIMS, TRANSPOSE, SPLIT, SPLIT_V, PACK, UNPACK, GATHER copy
                                              values (quantized tensors keep their codes)
@@ -53,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import FileFormatError
-from ...numerics import core
+from ...numerics import core, eigen
 from ...numerics.gemmlowp import quantize_multiplier
 from .reader import OpInfo, TensorInfo
 
@@ -292,8 +293,8 @@ def _lut(kind: str, type_name: str, si: float, zi: int, so: float, zo: int) -> n
 def _activation(c: OpCall) -> list:
     x, ti, to = c.ins[0], c.in_t[0], c.out_t[0]
     kind = c.op.name
-    if ti.type_name == "FLOAT32":
-        f = np.tanh if kind == "TANH" else (lambda v: 1 / (1 + np.exp(-v)))
+    if ti.type_name == "FLOAT32":  # the interpreter's Eigen approximations, bit for bit (numerics.eigen)
+        f = eigen.tanh if kind == "TANH" else eigen.logistic
         return [f(x.astype(np.float32)).astype(np.float32)]
     _require(ti.type_name in ("INT8", "UINT8") and to.type_name == ti.type_name, f"{ti.type_name} {kind}")
     lut = _lut(kind, ti.type_name, *_qparams(ti), *_qparams(to))

@@ -10,7 +10,6 @@ HTML with the overview charts first.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import click
@@ -26,22 +25,9 @@ from .calibration_opts import calibration_options, parse_methods
 from .common import CLIError, delayed_progress, stdout_console
 from .feeds import calibration_subset, load_feeds
 from .models import model_and_data, open_model
-from .render import number
+from .render import json_safe, number
 
 DEFAULT_TARGETS = ("mli2-sa8", "litert-int8x16")
-
-
-def json_safe(v):
-    """``v`` with infinities and NaN as strings (JSON has none), tuples as lists."""
-    if isinstance(v, dict):
-        return {str(k): json_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [json_safe(x) for x in v]
-    if isinstance(v, float) and not math.isfinite(v):
-        return "inf" if v > 0 else ("-inf" if v < 0 else "nan")
-    if hasattr(v, "item"):
-        return json_safe(v.item())
-    return v
 
 
 @click.command("diagnose")
@@ -160,4 +146,4 @@ def _print(results: dict) -> None:
                           f"{number(s['steps'][-1]['metric'], '.4f')})", markup=False)
 
 
-__all__ = ["diagnose_cmd", "json_safe"]
+__all__ = ["diagnose_cmd"]

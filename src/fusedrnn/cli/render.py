@@ -77,5 +77,18 @@ def number(v, spec: str = ".2f") -> str:
     return format(v, spec)
 
 
+def json_safe(v):
+    """``v`` with infinities and NaN as strings (JSON has none), tuples as lists."""
+    if isinstance(v, dict):
+        return {str(k): json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_safe(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return "inf" if v > 0 else ("-inf" if v < 0 else "nan")
+    if hasattr(v, "item"):
+        return json_safe(v.item())
+    return v
+
+
 __all__ = ["COLUMN_WIDTH", "LABEL_WIDTH", "MAX_SIDE_BY_SIDE", "csv_text", "fits_side_by_side", "gate_failures",
-           "markdown_text", "number"]
+           "json_safe", "markdown_text", "number"]

@@ -147,12 +147,7 @@ def _fmt(v, spec: str) -> str:
 
 def json_rows(rows: list[dict]) -> list[dict]:
     """``rows`` for JSON: NaN and infinities (which JSON cannot hold) as the strings "nan", "inf", "-inf"."""
-    def safe(v):
-        if not isinstance(v, float) or np.isfinite(v):
-            return v
-        return "nan" if v != v else ("inf" if v > 0 else "-inf")
-
-    return [{k: safe(v) for k, v in r.items()} for r in rows]
+    return [render.json_safe(r) for r in rows]
 
 
 def _print_notes(console, rows: list[dict], facts: dict | None = None) -> None:

@@ -454,3 +454,26 @@ def test_run_and_compare_take_the_calibration_options(small_model, tmp_path):
     assert json.loads(res.stdout)["calibration_method"] == {"mli2-sa8": {"lstm0": "entropy"}}
     bad = CliRunner().invoke(main, [*base, "--keep-float", "lstm7"])
     assert bad.exit_code == 2 and "--keep-float: lstm7 is not a recurrent node of MODEL" in bad.output
+
+
+def test_bad_diagnosis_arguments_are_named(small_model, tmp_path):
+    model, cal, data = small_model
+    with pytest.raises(AttributeValueError, match=r"metric: expected one of"):
+        diagnose(model, ["mli2-sa8"], cal, data, metric="f1")
+    with pytest.raises(AttributeValueError, match=r"methods: unknown calibration method\(s\) \['kl'\]"):
+        diagnose(model, ["mli2-sa8"], cal, data, methods=("kl",))
+    with pytest.raises(AttributeValueError, match=r"goal: expected a finite number"):
+        diagnose(model, ["mli2-sa8"], cal, data, goal=float("nan"))
+    with pytest.raises(AttributeValueError, match=r"keep_float: unknown recurrent node"):
+        diagnose(model, ["mli2-sa8"], cal, data, keep_float=["nope"])
+    import onnx
+
+    path = tmp_path / "enc.onnx"
+    onnx.save(model.proto, path)
+    np.savez(tmp_path / "d.npz", **data)
+    base = ["diagnose", str(path), "--data", str(tmp_path / "d.npz")]
+    for extra, message in ((["--calibration-method", "mli9:mse"], "'mli9' in 'mli9:mse' is not a target"),
+                           (["--percentile", "0"], "--percentile: expected a number in (0, 100]"),
+                           (["-t", "nope"], "--target: unknown target 'nope'")):
+        res = CliRunner().invoke(main, [*base, *extra])
+        assert res.exit_code == 2 and message in res.output, res.output

@@ -1,11 +1,12 @@
 """Compiled time loop for the float LSTM / GRU / RNN engines.
 
 A small C kernel (``_kernel.c``), compiled when the package is installed and loaded, in the variant for this CPU,
-through :mod:`fusedrnn._native` (see ``_build``). Three paths: for float32 with the common LSTM / GRU options, at
-batch 1-2 (``_rows.h``) a fused per-row loop that computes the input projection itself, reads W and R where they
-lie and splits the hidden units into blocks; at B >= ``driver.BATCH_MIN`` (``_batched.h``) a packed
-register-blocked GEMM of [x_t | h] with [W | R] per step, the gate math done on each tile, split into row blocks
-and panel groups; every other call (any option, float64) runs per row, the recurrent GEMV and gate math per step
+through :mod:`fusedrnn._native` (see ``_build``). Three paths: for float32 with the common LSTM / GRU options and H a
+multiple of the vector width (``_batched.h``), a packed register-blocked GEMM of [x_t | h] with [W | R] per step,
+the gate math done on each tile, split into row blocks and panel groups (at batch 1-5 the input part is computed
+16 steps at a time and each step streams only R); the same options at batch 1-2 with H a multiple of 8 only
+(``_rows.h``), a fused per-row loop that reads W and R where they lie and splits the hidden units into blocks;
+every other call (any option, float64) runs per row, the recurrent GEMV and gate math per step
 while NumPy/BLAS computes the hoisted input projection. Threads (``_pool.h``): persistent helpers *claim* the
 chunks of each step with the caller, so a descheduled helper never holds a step up (``set_threads``,
 ``pool_stats``). Without the kernel (installed without a C compiler) everything still works, after a warning:

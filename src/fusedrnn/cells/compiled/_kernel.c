@@ -2,8 +2,10 @@
  *
  * Built at first use by fusedrnn.cells.compiled._build (cc -O3 -march=native, loaded with ctypes); no Python
  * C-API. run_f32 / run_f64 take a struct rnn_args and run steps [s0, s1) of every direction:
- *  - float32, common LSTM / GRU options, B >= batch_min: _batched.h (packed GEMM of [x_t | h] per step);
- *  - the same options, B < batch_min: _rows.h (per-row dot products, input projection computed here);
+ *  - float32, common LSTM / GRU options, B >= batch_min, H a multiple of the vector width: _batched.h (packed
+ *    GEMM of [x_t | h] per step);
+ *  - the same options at B <= 2 where _batched.h declines: _rows.h (per-row dot products, input projection
+ *    computed here);
  *  - otherwise run_dir below: the Python side hoists the input projection (x·Wᵀ, one BLAS GEMM per direction and
  *    chunk of steps; the folded bias is added here); per step and batch row this file does the recurrent GEMV,
  *    the gate math and the state update.

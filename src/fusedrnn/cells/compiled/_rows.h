@@ -1,8 +1,8 @@
 /* Per-row float32 recurrence for small batches (included by _kernel.c after _batched.h).
  *
- * For the fused LSTM / GRU forms of _batched.h with B < batch_min (batch 1 and 2: streaming), where a packed GEMM
- * has nothing to block over. Each step is a dot product per gate row, done on W and R where they lie (no copy or
- * packing per call: at batch 1 a call is tens of microseconds):
+ * For the fused LSTM / GRU forms of _batched.h at batch 1 and 2 where the batched path declines: H a multiple of
+ * 8 but not of its vector width (AVX-512: 16), or B < batch_min when that is raised. Each step is a dot product
+ * per gate row, done on W and R where they lie (no copy or packing per call):
  *
  * - the input projection x_t·Wᵀ is computed here, for blocks of PB steps at a time (each group of 8 W rows is
  *   read once per two input vectors), so no BLAS call and no projection buffer the size of the sequence;
@@ -107,9 +107,12 @@ typedef struct {
     float *tmp;         /* per thread: [B][G·numax] recurrent terms, thread tid at tid·B·G·numax */
 } rctx;
 
-/* Which fused form direction d takes on the per-row path (1 LSTM, 2 GRU lbr, 3 GRU), 0 for none. */
+#define ROWS_MAX_B 2  /* most rows the per-row path takes by default (more only below a raised batch_min) */
+
+/* Which fused form direction d takes on the per-row path (1 LSTM, 2 GRU lbr, 3 GRU), 0 for none. The caller
+ * (f32_run, driver._template) asks the batched path first. */
 static int rows_form(const rnn_args *a, int d) {
-    if (!a->x || !a->W || a->B >= a->batch_min || a->H % VF != 0) return 0;
+    if (!a->x || !a->W || (a->B >= a->batch_min && a->B > ROWS_MAX_B) || a->H % VF != 0) return 0;
     return fused_form(a, d);
 }
 

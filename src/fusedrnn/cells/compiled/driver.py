@@ -34,9 +34,12 @@ MAX_ROWS = 8
 """Default largest D·B the compiled loop takes for options outside the batched subset (its per-row GEMV): above
 it the NumPy engines' per-step BLAS GEMM over all rows is as fast (measured in benchmarks/bench_compiled.py)."""
 
-BATCH_MIN = 3
-"""Least batch for the float32 batched path (below it the per-row GEMV path runs; measured in
-benchmarks/bench_compiled.py --sweep)."""
+BATCH_MIN = 1
+"""Least batch for the float32 batched path (below it the fused per-row path runs). 1: at batch 1 and 2 the
+batched path (input part hoisted 16 steps at a time, two panels per micro-kernel call, R packed by 8x8
+transposes) ran in 0.5-0.8x the per-row path's time on one thread and 0.6-0.8x on two (S1, S4, H = 256-1024;
+benchmarks/bench_compiled.py --sweep); the per-row path keeps the calls it declines (H a multiple of 8, not of
+16, on AVX-512)."""
 
 BATCHED_MAX_ROWS = 1 << 16
 """Default largest D·B for the float32 batched path (packed GEMM + fused gates per step; the LSTM without
@@ -157,7 +160,7 @@ def threads() -> int:
 
 def last_path() -> str | None:
     """Which path the last call the kernel took ran: "batched" (packed GEMM, B >= BATCH_MIN), "rows" (fused
-    per-row loop, input projection in the kernel), "per-row" (every option; BLAS input projection); None before
+    per-row loop for batch 1-2 where the batched path declines, input projection in the kernel), "per-row" (every option; BLAS input projection); None before
     any (tests and benchmarks use it to check which code they exercised)."""
     return _switch["last"]
 

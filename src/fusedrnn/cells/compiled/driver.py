@@ -160,8 +160,9 @@ def threads() -> int:
 
 def last_path() -> str | None:
     """Which path the last call the kernel took ran: "batched" (packed GEMM, B >= BATCH_MIN), "rows" (fused
-    per-row loop for batch 1-2 where the batched path declines, input projection in the kernel), "per-row" (every option; BLAS input projection); None before
-    any (tests and benchmarks use it to check which code they exercised)."""
+    per-row loop for batch 1-2 where the batched path declines, input projection in the kernel), "per-row"
+    (every option; BLAS input projection); None before any (tests and benchmarks use it to check which code they
+    exercised)."""
     return _switch["last"]
 
 

@@ -28,13 +28,19 @@
  * VW is 16 with AVX-512 (-march=native on such a CPU), 8 otherwise (AVX2/FMA, or GCC's generic vectors).
  */
 #if defined(__AVX512F__)
-typedef float vw __attribute__((vector_size(64)));
+typedef vz vw;   /* one panel's VW units: the micro-kernel's accumulators and the gate math's vectors */
+typedef vzu vwu;
 #define VW 16
 #define ACC_REGS 24
+#define vw_sigmoid vz_sigmoid
+#define vw_tanh vz_tanh
 #else
-typedef float vw __attribute__((vector_size(32)));
+typedef vf vw;
+typedef vfu vwu;
 #define VW 8
 #define ACC_REGS 12
+#define vw_sigmoid vf_sigmoid
+#define vw_tanh vf_tanh
 #endif
 #define MR_CAP 8
 
@@ -350,63 +356,63 @@ static void bt_part(const bctx *c, int d, int rbk, int pg, int s, int pass, int 
                     const long t = rev ? len - 1 - s : s;
                     float *yo = Y + ((t * D + d) * (long)B + b) * H + u0;
                     const float *tl = tile + (long)(r + e) * 4 * VW;
-                    for (int v = 0; v < VW; v += VF) {
-                        if (form == 1) {
-                            float *cc = cs + (long)b * H + u0;
-                            vf vi = *(const vf *)(tl + v), vf_ = *(const vf *)(tl + VW + v);
-                            vf vg = *(const vf *)(tl + 2 * VW + v), vo = *(const vf *)(tl + 3 * VW + v);
-                            if (xbd) {
-                                const float *bb = xbd + u0 + v;
-                                vi += *(const vfu *)(bb + (long)gp[0] * H); vf_ += *(const vfu *)(bb + (long)gp[1] * H);
-                                vg += *(const vfu *)(bb + (long)gp[2] * H); vo += *(const vfu *)(bb + (long)gp[3] * H);
-                            }
-                            vi = vf_sigmoid(vi);
-                            vf_ = vf_sigmoid(vf_);
-                            vg = vf_tanh(vg);
-                            vo = vf_sigmoid(vo);
-                            vf ig = vi * vg;
-                            vf fc = *(const vfu *)(cc + v) * vf_;
-                            vf cn = fc + ig;
-                            *(vfu *)(cc + v) = cn;
-                            vf hv = vf_tanh(cn) * vo;
-                            *(vfu *)(hn + v) = hv;
-                            *(vfu *)(yo + v) = hv;
-                        } else if (!pass) {
-                            vf vz = *(const vf *)(tl + v), vr = *(const vf *)(tl + VW + v);
-                            if (xbd) {
-                                vz += *(const vfu *)(xbd + u0 + v + (long)gp[0] * H);
-                                vr += *(const vfu *)(xbd + u0 + v + (long)gp[1] * H);
-                            }
-                            vf z = vf_sigmoid(vz);
-                            vf rr = vf_sigmoid(vr);
-                            vf hv = *(const vfu *)(ho + v);
-                            if (form == 3) {  /* pass 1 of 2: keep z and r ⊙ h */
-                                *(vfu *)(zbuf + (long)b * H + u0 + v) = z;
-                                *(vfu *)(rh + (long)b * H + u0 + v) = rr * hv;
-                                continue;
-                            }
-                            vf vx = *(const vf *)(tl + 3 * VW + v);
-                            if (xbd) vx += *(const vfu *)(xbd + u0 + v + (long)gp[2] * H);
-                            vf nv = *(const vf *)(tl + 2 * VW + v);
-                            if (bhn) nv += *(const vfu *)(bhn + u0 + v);
-                            nv *= rr;
-                            nv = vf_tanh(nv + vx);
-                            vf dl = hv - nv;
-                            dl *= z;
-                            hv = dl + nv;
-                            *(vfu *)(hn + v) = hv;
-                            *(vfu *)(yo + v) = hv;
-                        } else {  /* GRU pass 2: the candidate x·Wnᵀ + (r ⊙ h)·Rnᵀ */
-                            vf vx = *(const vf *)(tl + v);
-                            if (xbd) vx += *(const vfu *)(xbd + u0 + v + (long)gp[2] * H);
-                            vf nv = vf_tanh(vx);
-                            vf hv = *(const vfu *)(ho + v);
-                            vf dl = hv - nv;
-                            dl *= *(const vfu *)(zbuf + (long)b * H + u0 + v);
-                            hv = dl + nv;
-                            *(vfu *)(hn + v) = hv;
-                            *(vfu *)(yo + v) = hv;
+                    /* the gate math on the VW units of the tile (slots: kernel gates; GRU lbr: slot 3 the
+                     * candidate's input part) */
+                    const vw *tv = (const vw *)tl;
+                    if (form == 1) {
+                        float *cc = cs + (long)b * H + u0;
+                        vw vi = tv[0], vf_ = tv[1], vg = tv[2], vo = tv[3];
+                        if (xbd) {
+                            const float *bb = xbd + u0;
+                            vi += *(const vwu *)(bb + (long)gp[0] * H); vf_ += *(const vwu *)(bb + (long)gp[1] * H);
+                            vg += *(const vwu *)(bb + (long)gp[2] * H); vo += *(const vwu *)(bb + (long)gp[3] * H);
                         }
+                        vi = vw_sigmoid(vi);
+                        vf_ = vw_sigmoid(vf_);
+                        vg = vw_tanh(vg);
+                        vo = vw_sigmoid(vo);
+                        vw ig = vi * vg;
+                        vw fc = *(const vwu *)cc * vf_;
+                        vw cn = fc + ig;
+                        *(vwu *)cc = cn;
+                        vw hv = vw_tanh(cn) * vo;
+                        *(vwu *)hn = hv;
+                        *(vwu *)yo = hv;
+                    } else if (!pass) {
+                        vw vz_ = tv[0], vr = tv[1];
+                        if (xbd) {
+                            vz_ += *(const vwu *)(xbd + u0 + (long)gp[0] * H);
+                            vr += *(const vwu *)(xbd + u0 + (long)gp[1] * H);
+                        }
+                        vw z = vw_sigmoid(vz_);
+                        vw rr = vw_sigmoid(vr);
+                        vw hv = *(const vwu *)ho;
+                        if (form == 3) {  /* pass 1 of 2: keep z and r ⊙ h */
+                            *(vwu *)(zbuf + (long)b * H + u0) = z;
+                            *(vwu *)(rh + (long)b * H + u0) = rr * hv;
+                            continue;
+                        }
+                        vw vx = tv[3];
+                        if (xbd) vx += *(const vwu *)(xbd + u0 + (long)gp[2] * H);
+                        vw nv = tv[2];
+                        if (bhn) nv += *(const vwu *)(bhn + u0);
+                        nv *= rr;
+                        nv = vw_tanh(nv + vx);
+                        vw dl = hv - nv;
+                        dl *= z;
+                        hv = dl + nv;
+                        *(vwu *)hn = hv;
+                        *(vwu *)yo = hv;
+                    } else {  /* GRU pass 2: the candidate x·Wnᵀ + (r ⊙ h)·Rnᵀ */
+                        vw vx = tv[0];
+                        if (xbd) vx += *(const vwu *)(xbd + u0 + (long)gp[2] * H);
+                        vw nv = vw_tanh(vx);
+                        vw hv = *(const vwu *)ho;
+                        vw dl = hv - nv;
+                        dl *= *(const vwu *)(zbuf + (long)b * H + u0);
+                        hv = dl + nv;
+                        *(vwu *)hn = hv;
+                        *(vwu *)yo = hv;
                     }
                 }
             }

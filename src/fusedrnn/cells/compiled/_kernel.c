@@ -82,38 +82,67 @@ typedef double vdu __attribute__((vector_size(32), aligned(8)));
 #define VF 8
 #define VD 4
 
-static inline vf vf_splat(float a) { vf v = {0}; return v + a; }
-static inline vf vf_select(vi m, vf a, vf b) {
-    vi ia, ib; vf r;
-    memcpy(&ia, &a, sizeof ia); memcpy(&ib, &b, sizeof ib);
-    ia = (ia & m) | (ib & ~m);
-    memcpy(&r, &ia, sizeof r);
-    return r;
-}
-
-/* e^x = 2^n·(1 + q): x clamped to [-87, 88] (no overflow, no subnormal results; NaN propagates), x = n·ln2 + r
- * with |r| <= ln2/2 (Cody-Waite split of ln2), q = r + r²·P(r) = e^r - 1 with P a degree-4 near-minimax fit
- * (relative error of 1 + q < 4e-9); returns q and puts 2^n in *s. */
-static inline vf vf_exp_core(vf x, vf *s) {
-    x = vf_select(x < -87.0f, vf_splat(-87.0f), x);
-    x = vf_select(x > 88.0f, vf_splat(88.0f), x);
-    vf n = x * 1.44269504f + 12582912.0f;
-    n = n - 12582912.0f;                      /* round to nearest integer (|n| < 2^22) */
-    vf r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    vf p = 0.0013751407386735082f * r + 0.008368915878236294f;
-    p = p * r + 0.04166953265666962f;
-    p = p * r + 0.166665181517601f;
-    p = p * r + 0.49999988079071045f;
-    vi e = __builtin_convertvector(n, vi);
-    e = (e + 127) << 23;
-    memcpy(s, &e, sizeof *s);
-    return (r * r) * p + r;
+/* The float32 activations for a vector type T (lanes of float) with integer twin IT: T##_sigmoid, T##_tanh and
+ * their helpers. Every lane computes the same operations whatever the width (the 16-wide instantiation for AVX-512
+ * gives the 8-wide one's bits lane for lane: same constants, same steps, rcp14 in both). */
+#define VACT(T, IT, RCP)                                                                                         \
+static inline T T##_splat(float a) { T v = {0}; return v + a; }                                                  \
+static inline T T##_select(IT m, T a, T b) {                                                                     \
+    IT ia, ib; T r;                                                                                              \
+    memcpy(&ia, &a, sizeof ia); memcpy(&ib, &b, sizeof ib);                                                      \
+    ia = (ia & m) | (ib & ~m);                                                                                   \
+    memcpy(&r, &ia, sizeof r);                                                                                   \
+    return r;                                                                                                    \
+}                                                                                                                \
+/* e^x = 2^n·(1 + q): x clamped to [-87, 88] (no overflow, no subnormal results; NaN propagates), x = n·ln2 + r   \
+ * with |r| <= ln2/2 (Cody-Waite split of ln2), q = r + r²·P(r) = e^r - 1 with P a degree-4 near-minimax fit     \
+ * (relative error of 1 + q < 4e-9); returns q and puts 2^n in *s. */                                            \
+static inline T T##_exp_core(T x, T *s) {                                                                        \
+    x = T##_select(x < -87.0f, T##_splat(-87.0f), x);                                                            \
+    x = T##_select(x > 88.0f, T##_splat(88.0f), x);                                                              \
+    T n = x * 1.44269504f + 12582912.0f;                                                                         \
+    n = n - 12582912.0f;                      /* round to nearest integer (|n| < 2^22) */                        \
+    T r = x - n * 0.693359375f;                                                                                  \
+    r = r - n * -2.12194440e-4f;                                                                                 \
+    T p = 0.0013751407386735082f * r + 0.008368915878236294f;                                                    \
+    p = p * r + 0.04166953265666962f;                                                                            \
+    p = p * r + 0.166665181517601f;                                                                              \
+    p = p * r + 0.49999988079071045f;                                                                            \
+    IT e = __builtin_convertvector(n, IT);                                                                       \
+    e = (e + 127) << 23;                                                                                         \
+    memcpy(s, &e, sizeof *s);                                                                                    \
+    return (r * r) * p + r;                                                                                      \
+}                                                                                                                \
+static inline T T##_recip(T d) { return RCP(d); }                                                                \
+/* 1 / (1 + e^-x): <= 2.5 ulp where the result is normal (measured over [-80, 100]); 0 below (x < -87.34). */     \
+static inline T T##_sigmoid(T x) {                                                                               \
+    T s;                                                                                                         \
+    T q = T##_exp_core(-x, &s);                                                                                  \
+    return T##_select(x < -87.3365479f, T##_splat(0.0f), T##_recip(q * s + s + 1.0f));                           \
+}                                                                                                                \
+/* tanh|x| = (1 - e) / (1 + e), e = e^{-2|x|} = s·(1 + q), numerator s·q + (s - 1) and denominator s·q + (s + 1) \
+ * each rounded once (accurate near 0 too); sign of x restored. <= 2.7 ulp (measured over [-20, 20]). */          \
+static inline T T##_tanh(T x) {                                                                                  \
+    IT sign = (IT){0} + (int32_t)0x80000000;                                                                     \
+    IT ix;                                                                                                       \
+    memcpy(&ix, &x, sizeof ix);                                                                                  \
+    IT sx = ix & sign;                                                                                           \
+    IT iax = ix & ~sign;                                                                                         \
+    T ax;                                                                                                        \
+    memcpy(&ax, &iax, sizeof ax);                                                                                \
+    T s;                                                                                                         \
+    T q = T##_exp_core(-2.0f * ax, &s);                                                                          \
+    T t = (q * s + (s - 1.0f)) * T##_recip(q * s + (s + 1.0f));                                                  \
+    IT it;                                                                                                       \
+    memcpy(&it, &t, sizeof it);                                                                                  \
+    it = (it & ~sign) | sx;                                                                                      \
+    memcpy(&t, &it, sizeof t);                                                                                   \
+    return t;                                                                                                    \
 }
 
 /* 1 / d for normal d: the hardware estimate refined by Newton steps r + r·(1 - d·r) (one from AVX-512's 14-bit
  * estimate, two from AVX's 12-bit one; <= 1 ulp), no division. */
-static inline vf vf_recip(vf d) {
+static inline vf rcp_vf(vf d) {
 #if defined(__AVX512VL__)
     vf r = (vf)_mm256_rcp14_ps((__m256)d);
     return r + r * (1.0f - d * r);
@@ -125,33 +154,18 @@ static inline vf vf_recip(vf d) {
     return 1.0f / d;
 #endif
 }
+VACT(vf, vi, rcp_vf)
 
-/* 1 / (1 + e^-x): <= 2.5 ulp where the result is normal (measured over [-80, 100]); 0 below (x < -87.34). */
-static inline vf vf_sigmoid(vf x) {
-    vf s;
-    vf q = vf_exp_core(-x, &s);
-    return vf_select(x < -87.3365479f, vf_splat(0.0f), vf_recip(q * s + s + 1.0f));
+#if defined(__AVX512F__)
+typedef float vz __attribute__((vector_size(64)));
+typedef int32_t vzi __attribute__((vector_size(64)));
+typedef float vzu __attribute__((vector_size(64), aligned(4)));
+static inline vz rcp_vz(vz d) {
+    vz r = (vz)_mm512_rcp14_ps((__m512)d);
+    return r + r * (1.0f - d * r);
 }
-
-/* tanh|x| = (1 - e) / (1 + e), e = e^{-2|x|} = s·(1 + q), numerator s·q + (s - 1) and denominator s·q + (s + 1)
- * each rounded once (accurate near 0 too); sign of x restored. <= 2.7 ulp (measured over [-20, 20]). */
-static inline vf vf_tanh(vf x) {
-    vi sign = (vi){0} + (int32_t)0x80000000;
-    vi ix;
-    memcpy(&ix, &x, sizeof ix);
-    vi sx = ix & sign;
-    vi iax = ix & ~sign;
-    vf ax;
-    memcpy(&ax, &iax, sizeof ax);
-    vf s;
-    vf q = vf_exp_core(-2.0f * ax, &s);
-    vf t = (q * s + (s - 1.0f)) * vf_recip(q * s + (s + 1.0f));
-    vi it;
-    memcpy(&it, &t, sizeof it);
-    it = (it & ~sign) | sx;
-    memcpy(&t, &it, sizeof t);
-    return t;
-}
+VACT(vz, vzi, rcp_vz)
+#endif
 
 static void f32_sigmoid(float *v, int n) {
     for (int j = 0; j < n; j += VF) { vf x; memcpy(&x, v + j, sizeof x); x = vf_sigmoid(x); memcpy(v + j, &x, sizeof x); }

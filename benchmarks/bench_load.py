@@ -5,9 +5,11 @@
 
 Part (a), *busy*: the benchmark starts ``--spinners`` (default 2) pure-Python busy processes, then times LSTM and
 GRU (forward) at S1, S2 and S4 in one process, fusedrnn, onnxruntime and torch (where installed) in alternating
-turns (:func:`benchmarks.common.interleaved_timing`). Each case's fusedrnn median is first measured quiet (before
-the spinners start); a busy call over ``10×`` that quiet median is counted as a *stall*. The spinners are killed at
-the end, also when the run fails or is interrupted.
+turns (:func:`benchmarks.common.interleaved_timing`). Each case's fusedrnn and onnxruntime medians are first
+measured quiet (before the spinners start); a busy call over ``10×`` the library's own quiet median is counted as
+a *stall*, for both libraries alike (a scheduler slice of a few milliseconds makes a 0.1 ms call a stall in any
+library; a library that waits for a descheduled thread has many more). The spinners are killed at the end, also
+when the run fails or is interrupted.
 
 Part (b), *large*: quiet, LSTM and GRU, forward and bidirectional, B = 1024, 4096, 8192 at T=50 I=64 H=128 and
 T=20 I=32 H=64, the same alternating timing.
@@ -102,17 +104,23 @@ def _time(runners, rounds: tuple[int, int], budget: float, gap: float):
     return interleaved_timing(fns, min_rounds=rounds[0], max_rounds=rounds[1], budget_s=budget, gap_s=gap)
 
 
-def _row(case: str, timing, quiet_median: float | None = None) -> dict:
+def _row(case: str, timing, quiet: dict | None = None) -> dict:
+    """One case's numbers; ``quiet``: each library's quiet median (s), for its stalls (calls over STALL_FACTOR×
+    its own quiet median: the same measure for every library, so that a scheduler slice, which hits them all,
+    is told apart from a library's own cliff)."""
     row = {"case": case}
     for n, xs in timing.samples.items():
         row[n] = {"median_ms": 1e3 * statistics.median(xs), "worst_ms": 1e3 * max(xs), "n": len(xs)}
+        if quiet and n in quiet:
+            row[n]["quiet_median_ms"] = 1e3 * quiet[n]
+            row[n]["stalls"] = sum(x > STALL_FACTOR * quiet[n] for x in xs)
     f = timing.samples["fusedrnn"]
     for peer in ("ORT", "torch"):
         if peer in timing.samples:
             row[f"ratio_{peer}"] = statistics.median(f) / statistics.median(timing.samples[peer])
-    if quiet_median is not None:
-        row["quiet_median_ms"] = 1e3 * quiet_median
-        row["stalls"] = sum(x > STALL_FACTOR * quiet_median for x in f)
+    if quiet:
+        row["quiet_median_ms"] = row["fusedrnn"]["quiet_median_ms"]
+        row["stalls"] = row["fusedrnn"]["stalls"]
     return row
 
 
@@ -124,7 +132,9 @@ def _fmt(row: dict, busy: bool) -> str:
     s = f"{row['case']:<34} {cell('fusedrnn')} {cell('ORT')} {cell('torch')}"
     s += f" {row.get('ratio_ORT', float('nan')):7.2f}× {row.get('ratio_torch', float('nan')):7.2f}×"
     if busy:
-        s += f" {row['quiet_median_ms']:8.2f} {row['stalls']:6d}"
+        ort = row.get("ORT", {})
+        s += f" {row['quiet_median_ms']:8.2f} {row['stalls']:4d}/{row['fusedrnn']['n']:<4d}"
+        s += f" {ort.get('stalls', 0):4d}/{ort.get('n', 0):<4d}" if ort else f" {'-':>9}"
     if row.get("mismatch"):
         s += f"  MISMATCH max|Δ|={row['maxdiff']:.2e}"
     return s
@@ -134,20 +144,20 @@ def _header(busy: bool) -> str:
     s = f"{'case':<34} {'fused med':>9} {'worst':>9} {'ORT med':>9} {'worst':>9} {'torch med':>9} {'worst':>9}"
     s += f" {'f/ORT':>8} {'f/torch':>8}"
     if busy:
-        s += f" {'quiet':>8} {'stalls':>6}"
+        s += f" {'quiet':>8} {'stalls':>9} {'ORT st.':>9}"
     return s + "   (ms)"
 
 
 def busy_part(a, cells) -> list[dict]:
-    """Quiet fusedrnn medians first, then every case again beside the spinners."""
+    """Quiet medians of fusedrnn and onnxruntime first, then every case again beside the spinners."""
     cases = [(c, SHAPES[s]) for c in cells for s in a.busy_shapes]
     quiet = {}
     problems = {}
     for cell, shape in cases:
         p = problems[(cell, shape.name)] = make_problem(cell, "forward", shape)
-        fr = fusedrnn_runner(p)
-        t = _time({"fusedrnn": fr}, (3, 5), a.budget / 2, 0.0)
-        quiet[(cell, shape.name)] = t.median("fusedrnn")
+        runners = {n: r for n, r in _runners(p, False).items() if n in ("fusedrnn", "ORT")}
+        t = _time(runners, (3, 5), a.budget / 2, a.gap)
+        quiet[(cell, shape.name)] = {n: t.median(n) for n in runners}
     rows = []
     print(f"\n(a) beside {a.spinners} busy processes (spinners started by this benchmark)")
     print(_header(True))
@@ -214,7 +224,8 @@ def main(argv=None) -> int:
     rows = out.get("busy", []) + out.get("large", [])
     bad = [r["case"] for r in rows if r.get("mismatch")]
     stalls = sum(r.get("stalls", 0) for r in rows)
-    print(f"\nstalls (busy calls over {STALL_FACTOR:g}× fusedrnn's quiet median): {stalls}")
+    print(f"\nstalls (busy calls over {STALL_FACTOR:g}× the library's own quiet median; 'ORT st.' for "
+          f"onnxruntime): fusedrnn {stalls}, onnxruntime {sum(r.get('ORT', {}).get('stalls', 0) for r in rows)}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1, default=str)

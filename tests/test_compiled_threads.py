@@ -94,6 +94,26 @@ def test_any_thread_count_gives_the_same_bits(cell, T, B, I, H, path, monkeypatc
             assert asked or not split, f"{cell} {path} D={D} threads={n}: pool not asked"
 
 
+def test_thread_limit_keeps_calls_on_the_callers_thread():
+    """Inside ``thread_limit(1)`` a call that would split over the pool runs alone (the pool is not asked) and
+    gives the same bits; the limit is per Python thread and ends with the block."""
+    rng = np.random.default_rng(3)
+    fast, _, args, kw = random_call(rng, "lstm", 40, 1, 24, 128, 1)
+    with using_threads(2):
+        want = fast(*args, **kw)
+        before = compiled.pool_stats()
+        with compiled.thread_limit(1):
+            got = fast(*args, **kw)
+        after = compiled.pool_stats()
+        assert after["calls"] + after["backoffs"] == before["calls"] + before["backoffs"]
+        for g, w in zip(got, want, strict=True):
+            assert np.array_equal(g, w)
+        again = fast(*args, **kw)  # outside the block: the pool is asked again
+        assert compiled.pool_stats()["calls"] + compiled.pool_stats()["backoffs"] > after["calls"] + after["backoffs"]
+        for g, w in zip(again, want, strict=True):
+            assert np.array_equal(g, w)
+
+
 def test_concurrent_callers_get_their_own_results():
     """Four Python threads calling at once (one holds the pool, the others run alone) each get the bits of a
     one-thread call of their own arguments."""

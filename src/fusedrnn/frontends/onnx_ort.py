@@ -151,12 +151,23 @@ class _Scope:
     initializers: dict = field(default_factory=dict)  # name -> TensorProto, this graph and its ancestors
 
 
-def _dtype_map(proto) -> dict:
-    """Element types (numpy dtypes) of the values onnx's shape inference can type, subgraphs included."""
+def _inferred(proto):
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto)
+        return onnx.shape_inference.infer_shapes(proto)
     except Exception:  # noqa: BLE001 -- inference is a best effort; initializers type most recurrent inputs
-        inferred = proto
+        return proto
+
+
+def _top_types(inferred) -> dict:
+    """The inferred tensor types (element type and shape) of the top-level graph's values, by name."""
+    g = inferred.graph
+    return {vi.name: vi.type for vi in [*g.input, *g.value_info, *g.output]
+            if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.elem_type}
+
+
+def _dtype_map(proto, inferred=None) -> dict:
+    """Element types (numpy dtypes) of the values onnx's shape inference can type, subgraphs included."""
+    inferred = _inferred(proto) if inferred is None else inferred
     out: dict = {}
 
     def visit(graph):
@@ -301,7 +312,8 @@ class OrtGraph:
             raise UnsupportedFeatureError(f"model: onnxruntime cannot load it: {_first_line(exc)}") from exc
         # a model whose recurrent nodes are all top-level runs as onnxruntime segments around them instead
         try:
-            self.partition = partition(proto, set(overridable), _dtype_map(proto))
+            inferred = _inferred(proto)
+            self.partition = partition(proto, set(overridable), _dtype_map(proto, inferred), _top_types(inferred))
         except Exception:  # noqa: BLE001 -- whatever the cut trips on, the Python-op bridge still runs the model
             self.partition = None
         self._lock = threading.Lock()

@@ -28,6 +28,7 @@ from .driver import (
     run_rnn,
     set_enabled,
     set_threads,
+    thread_limit,
     threads,
 )
 
@@ -43,6 +44,7 @@ __all__ = [
     "run_rnn",
     "set_enabled",
     "set_threads",
+    "thread_limit",
     "threads",
     "unavailable_reason",
 ]

@@ -90,6 +90,7 @@ def _default_threads() -> int:
 
 
 _switch = {"threads": _default_threads(), "last": None}
+_local = threading.local()  # per Python thread: the pack buffer, a thread_limit
 """Thread count and the last path taken (whether the kernel may run at all is the engine setting's)."""
 
 THREAD_MIN_MACS = 1 << 18
@@ -181,6 +182,18 @@ def pool_stats() -> dict[str, int] | None:
     out = (ctypes.c_long * len(POOL_STATS))()
     lib.fusedrnn_pool_stats(out, len(POOL_STATS))
     return dict(zip(POOL_STATS, out, strict=True))
+
+
+@contextlib.contextmanager
+def thread_limit(n: int) -> Iterator[None]:
+    """Calls of the kernel made by this Python thread inside the block use at most ``n`` threads (a partitioned
+    model keeps its recurrent nodes on the caller's core while onnxruntime's segments take most of its time)."""
+    old = getattr(_local, "limit", None)
+    _local.limit = max(1, int(n))
+    try:
+        yield
+    finally:
+        _local.limit = old
 
 
 @contextlib.contextmanager
@@ -404,7 +417,9 @@ def _run(prepared: tuple, x, W, R, h0, c0, reverse, optional):
     args.h, args.Y = _ptr(h), _ptr(Y)
     if c is not None:
         args.c = _ptr(c)
-    args.threads = _switch["threads"] if steps * B * GH * Hp >= THREAD_MIN_MACS else 1
+    limit = getattr(_local, "limit", None)
+    nth = _switch["threads"] if limit is None else min(limit, _switch["threads"])
+    args.threads = nth if steps * B * GH * Hp >= THREAD_MIN_MACS else 1
     if batched:  # room for the packed [W | R], filled by the kernel
         args.Rpk = _pack_buffer(D * GH * (I + Hp))
 
@@ -423,8 +438,6 @@ def _run(prepared: tuple, x, W, R, h0, c0, reverse, optional):
             c[:, lens == 0] = 0
     return (Y, h) if c is None else (Y, h, c)
 
-
-_local = threading.local()
 
 
 def _pack_buffer(n: int) -> int:

@@ -435,7 +435,7 @@ def test_top_level_recurrent_nodes_run_between_onnxruntime_segments():
     # the first segment's input keeps the shape the model declares (onnxruntime optimises a segment as the model)
     first = stages[0].session.get_inputs()[0]
     assert first.name == "X" and first.shape == [T, B, I]
-    # the recurrent nodes on one thread (the segments took over twice their time) give the same bits
+    # the recurrent nodes on one thread (the mode the partition measures against the threaded one) give the same bits
     part = m._ort_graph().partition
     part.one_thread = True
     got_one = m.run(feeds)

@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import _native
 from . import setting
+from .compiled import driver as compiled_driver
 
 F32 = np.float32
 ABI_VERSION = 2
@@ -277,7 +278,6 @@ def _bind(lib: ctypes.CDLL) -> None:
 KERNEL = _native.Library("ortq", ABI_VERSION, _bind)
 
 
-_THREADS = 1  # directions on threads: a helper thread waits for a core on a busy machine
 _PACKED: dict = {}
 _PACKED_MAX = 64
 
@@ -385,7 +385,7 @@ def _compiled_run(lib, x, lens, W, R, bias, h0, c0, P, reverse, acts, clip, inpu
     y = _ptr(out)
     args = _Args(T=T, B=Bn, I=I, H=H, D=D, x=_ptr(x), lens=_ptr(lens), bias=_ptr(bias), h0=_ptr(h0), c0=_ptr(c0),
                  P=_ptr(P), clip=F32(np.finfo(F32).max if clip is None else clip), input_forget=int(input_forget),
-                 want_y=int(want_y), block_rows=blocks[0][1] - blocks[0][0], threads=_THREADS,
+                 want_y=int(want_y), block_rows=blocks[0][1] - blocks[0][0], threads=compiled_driver.call_threads(),
                  Y=y, Yh=y + 4 * n_y, Yc=y + 4 * (n_y + n_s), **fields)
     status = lib.ortq_run(ctypes.byref(args))
     del keep

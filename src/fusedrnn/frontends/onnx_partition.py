@@ -74,24 +74,35 @@ def _nested(graph) -> bool:
 class Partition:
     """The stages of a partitioned model; :meth:`run` as :meth:`fusedrnn.frontends.onnx_ort.OrtGraph.run`.
 
-    Where the segments took over twice the recurrent nodes' time in the previous call, the recurrent nodes run on
-    the caller's thread alone: a helper thread on another core would evict the segment's data from that core's
-    cache for a small gain (Silero VAD v6: its LSTM 0.17 ms on two threads, 0.21 ms on one, but the encoder
-    segment after it 1.66 ms instead of 1.39 ms)."""
+    The recurrent nodes run on the compiled loops' threads, or on the caller's thread alone where they take a
+    small share of the call: a helper thread on another core evicts the onnxruntime segments' data from that
+    core's cache, which costs more than it saves there (Silero VAD v6: its LSTM 0.17 ms on two threads, 0.21 ms on
+    one, but the encoder segment after it 1.66 ms instead of 1.39 ms), while a recurrent node that is most of the
+    call gains from it (the bundled example's LSTM: 0.5 ms against 1.0 ms). The share is measured on every call,
+    with hysteresis (ONE_BELOW on threads, THREADS_ABOVE on one thread, where the node takes up to twice as long);
+    both modes give the same bits."""
+
+    ONE_BELOW = 0.2
+    THREADS_ABOVE = 0.4
 
     def __init__(self, stages: list):
         self.stages = stages
         self.one_thread = False
 
     def run(self, node_function, names: list[str], feeds: dict) -> list[np.ndarray]:
-        with thread_limit(1) if self.one_thread else contextlib.nullcontext():
-            return self._run(node_function, names, feeds)
+        one = self.one_thread
+        t0 = time.perf_counter()
+        with thread_limit(1) if one else contextlib.nullcontext():
+            out, recurrent = self._run(node_function, names, feeds)
+        share = recurrent / max(time.perf_counter() - t0, 1e-9)
+        self.one_thread = share < self.THREADS_ABOVE if one else share < self.ONE_BELOW
+        return out
 
-    def _run(self, node_function, names: list[str], feeds: dict) -> list[np.ndarray]:
+    def _run(self, node_function, names: list[str], feeds: dict) -> tuple[list[np.ndarray], float]:
+        """The outputs, and the seconds the recurrent nodes took."""
         env = dict(feeds)
-        spent = [0.0, 0.0]  # segments, recurrent nodes
+        recurrent = 0.0
         for stage in self.stages:
-            t0 = time.perf_counter()
             if isinstance(stage, _Segment):
                 try:
                     values = stage.session.run(stage.outputs, {n: env[n] for n in stage.inputs})
@@ -101,12 +112,12 @@ class Partition:
                                      f"{text.splitlines()[0] if text else type(exc).__name__}") from exc
                 env.update(zip(stage.outputs, values, strict=True))
             else:
+                t0 = time.perf_counter()
                 inputs = [None if s is None else s[1] if s[0] == "const" else env[s[1]] for s in stage.slots]
                 outputs = node_function(stage.node, inputs, stage.attributes)
                 env.update(zip(stage.node.output, outputs, strict=False))
-            spent[isinstance(stage, _Recurrent)] += time.perf_counter() - t0
-        self.one_thread = spent[0] > 2 * spent[1]
-        return [env[n] for n in names]
+                recurrent += time.perf_counter() - t0
+        return [env[n] for n in names], recurrent
 
 
 def partition(proto: onnx.ModelProto, overridable, dtypes: dict, types: dict | None = None) -> Partition | None:

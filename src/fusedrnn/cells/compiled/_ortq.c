@@ -4,9 +4,13 @@
  * -ffp-contract=off), MLAS's logistic and tanh approximations with their FMAs (fmaf).
  *
  * The integer products use AVX-512 VNNI (vpdpbusd: uint8 x int8 -> int32, exact) when the build level has it,
- * otherwise a plain int32 loop; both give the same integers. The directions of a bidirectional node run on two
- * threads.
+ * otherwise a plain int32 loop; both give the same integers. The directions of a bidirectional node run as two
+ * pipes of the compiled loops' thread pool (_pool.h): a thread per direction without a barrier per step, the
+ * steps of a late thread's direction taken over by the other (bit-identical whichever thread runs a step).
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE  /* sched_getcpu, pthread_attr_setaffinity_np (_pool.h) */
+#endif
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
@@ -292,6 +296,8 @@ static void *scratch(int slot, size_t bytes) {
 
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
+#include "_pool.h"
+
 /* ---- one direction ---------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -300,7 +306,12 @@ typedef struct {
     const uint8_t *xq;       /* [maxlen * B][Kp_x] */
     int ldx, zx, maxlen;
     float sx;
-    char *mem;               /* direction_bytes() of scratch memory, owned by the calling thread */
+    char *mem;               /* direction_bytes() of scratch memory, allocated by the calling thread */
+    /* set by direction_begin, read by every step (whichever thread runs it) */
+    QMatrix Wm, Rm;
+    float *gx, *g, *hprev, *c;
+    int32_t *acc, *accx;
+    uint8_t *hq;
 } Direction;
 
 static size_t direction_bytes(int B, int H, int maxlen) {
@@ -309,124 +320,132 @@ static size_t direction_bytes(int B, int H, int maxlen) {
            align64((size_t)B * Kph);
 }
 
-static void *run_direction(void *arg) {
-    Direction *job = (Direction *)arg;
+/* The direction's set-up: its scratch memory laid out, the input projection of the first maxlen steps (in time
+ * order) and the initial state; 0, or -1 without memory. */
+static int direction_begin(Direction *job) {
     const OrtqArgs *a = job->a;
-    const int d = job->d, B = a->B, H = a->H, I = a->I, T = a->T, D = a->D, H4 = 4 * a->H;
-    const int maxlen = job->maxlen, rev = a->reverse[d];
-    const int *act = a->acts + 3 * d;
-    const float *al = a->alphas + 3 * d, *be = a->betas + 3 * d;
-    QMatrix Wm, Rm;
-    int Kph = (H + 3) / 4 * 4;
+    const int d = job->d, B = a->B, H = a->H, I = a->I, H4 = 4 * a->H, maxlen = job->maxlen;
+    const int Kph = (H + 3) / 4 * 4;
     const size_t steps = (size_t)(maxlen > 0 ? maxlen : 1);
     const size_t n_gx = align64(steps * B * H4 * sizeof(float)), n_acc = align64((size_t)B * H4 * sizeof(int32_t));
     const size_t n_g = align64((size_t)B * H4 * sizeof(float)), n_h = align64((size_t)B * H * sizeof(float));
     const size_t n_hq = align64((size_t)B * Kph);
     char *mem = job->mem;
-    float *gx = NULL, *g = NULL, *hprev = NULL, *c = NULL;
-    int32_t *acc = NULL, *accx = NULL;
-    uint8_t *hq = NULL;
-    if (mem) {
-        gx = (float *)mem; accx = (int32_t *)(mem + n_gx); acc = (int32_t *)(mem + 2 * n_gx);
-        g = (float *)((char *)acc + n_acc); hprev = (float *)((char *)g + n_g); c = (float *)((char *)hprev + n_h);
-        hq = (uint8_t *)((char *)c + n_h);
-        memset(hq, 0, n_hq);
-    }
-    job->status = -1;
-    if (!gx || !acc || !accx || !g || !hprev || !c || !hq) goto done;
-    qmatrix_view(&Wm, a->w, a->w_colsum, d, I, H4, a->w_signed, a->w_zp[d]);
-    qmatrix_view(&Rm, a->r, a->r_colsum, d, H, H4, a->r_signed, a->r_zp[d]);
-
-    /* input projection over the first maxlen steps, in time order */
+    if (!mem) return -1;
+    job->gx = (float *)mem;
+    job->accx = (int32_t *)(mem + n_gx);
+    job->acc = (int32_t *)(mem + 2 * n_gx);
+    job->g = (float *)((char *)job->acc + n_acc);
+    job->hprev = (float *)((char *)job->g + n_g);
+    job->c = (float *)((char *)job->hprev + n_h);
+    job->hq = (uint8_t *)((char *)job->c + n_h);
+    memset(job->hq, 0, n_hq);
+    qmatrix_view(&job->Wm, a->w, a->w_colsum, d, I, H4, a->w_signed, a->w_zp[d]);
+    qmatrix_view(&job->Rm, a->r, a->r_colsum, d, H, H4, a->r_signed, a->r_zp[d]);
     if (maxlen > 0) {
-        qgemm(&Wm, job->xq, job->ldx, maxlen * B, job->zx, accx);
+        qgemm(&job->Wm, job->xq, job->ldx, maxlen * B, job->zx, job->accx);
         const float *ws = a->w_scale + (size_t)d * a->w_scale_cols;
         for (size_t row = 0; row < (size_t)maxlen * B; row++)
             for (int n = 0; n < H4; n++)
-                gx[row * H4 + n] = (float)accx[row * H4 + n] * (job->sx * ws[a->w_scale_cols == 1 ? 0 : n]);
+                job->gx[row * H4 + n] = (float)job->accx[row * H4 + n] * (job->sx * ws[a->w_scale_cols == 1 ? 0 : n]);
     }
-    memcpy(hprev, a->h0 + (size_t)d * B * H, (size_t)B * H * sizeof(float));
-    memcpy(c, a->c0 + (size_t)d * B * H, (size_t)B * H * sizeof(float));
+    memcpy(job->hprev, a->h0 + (size_t)d * B * H, (size_t)B * H * sizeof(float));
+    memcpy(job->c, a->c0 + (size_t)d * B * H, (size_t)B * H * sizeof(float));
+    return 0;
+}
+
+/* Step s of the direction: the gates (the x part of the row's own time step plus the recurrent product of each
+ * row block, its h quantized on its own), the activations and the state update. */
+static void direction_step(Direction *job, int s) {
+    const OrtqArgs *a = job->a;
+    const int d = job->d, B = a->B, H = a->H, D = a->D, H4 = 4 * a->H, rev = a->reverse[d];
+    const int Kph = (H + 3) / 4 * 4;
+    const int *act = a->acts + 3 * d;
+    const float *al = a->alphas + 3 * d, *be = a->betas + 3 * d;
+    float *gx = job->gx, *g = job->g, *hprev = job->hprev, *c = job->c;
+    int32_t *acc = job->acc;
+    uint8_t *hq = job->hq;
     const float *rs = a->r_scale + (size_t)d * a->r_scale_cols;
     const float clip = a->clip;
     const float *bias = a->bias ? a->bias + (size_t)d * H4 : NULL;
     const float *Pi = a->P ? a->P + (size_t)d * 3 * H : NULL;
     const float *Po = Pi ? Pi + H : NULL, *Pf = Pi ? Pi + 2 * H : NULL;
     const int block = a->block_rows > 0 ? a->block_rows : B;
-
-    for (int s = 0; s < maxlen; s++) {
-        /* gates = x part (the row's own time step) + the recurrent product of each row block */
-        for (int b = 0; b < B; b++) {
-            int len = a->lens[b];
-            int t = rev && s < len ? len - 1 - s : s;
-            memcpy(g + (size_t)b * H4, gx + ((size_t)t * B + b) * H4, (size_t)H4 * sizeof(float));
-        }
-        for (int b0 = 0; b0 < B; b0 += block) {
-            int nb = B - b0 < block ? B - b0 : block;
-            int zh;
-            /* quantize the block's hidden state (rows of H, padded to Kph with zeros) */
-            uint8_t *tmp = hq;
-            float sh = quantize(hprev + (size_t)b0 * H, (size_t)nb * H, tmp, &zh);
-            if (Kph != H)  /* spread rows to stride Kph, back to front */
-                for (int r = nb - 1; r >= 0; r--) {
-                    memmove(hq + (size_t)r * Kph, hq + (size_t)r * H, (size_t)H);
-                    memset(hq + (size_t)r * Kph + H, 0, (size_t)(Kph - H));
-                }
-            qgemm(&Rm, hq, Kph, nb, zh, acc);
-            for (int r = 0; r < nb; r++) {
-                float *gr = g + (size_t)(b0 + r) * H4;
-                const int32_t *ar = acc + (size_t)r * H4;
-                if (a->r_scale_cols == 1) {
-                    float m = sh * rs[0];
-                    for (int n = 0; n < H4; n++) gr[n] = gr[n] + (float)ar[n] * m;
-                } else {
-                    for (int n = 0; n < H4; n++) gr[n] = gr[n] + (float)ar[n] * (sh * rs[n]);
-                }
+    for (int b = 0; b < B; b++) {
+        int len = a->lens[b];
+        int t = rev && s < len ? len - 1 - s : s;
+        memcpy(g + (size_t)b * H4, gx + ((size_t)t * B + b) * H4, (size_t)H4 * sizeof(float));
+    }
+    for (int b0 = 0; b0 < B; b0 += block) {
+        int nb = B - b0 < block ? B - b0 : block;
+        int zh;
+        /* quantize the block's hidden state (rows of H, padded to Kph with zeros) */
+        uint8_t *tmp = hq;
+        float sh = quantize(hprev + (size_t)b0 * H, (size_t)nb * H, tmp, &zh);
+        if (Kph != H)  /* spread rows to stride Kph, back to front */
+            for (int r = nb - 1; r >= 0; r--) {
+                memmove(hq + (size_t)r * Kph, hq + (size_t)r * H, (size_t)H);
+                memset(hq + (size_t)r * Kph + H, 0, (size_t)(Kph - H));
             }
-        }
-        for (int b = 0; b < B; b++) {
-            int len = a->lens[b];
-            float *hp = hprev + (size_t)b * H;
-            if (s >= len) {
-                if (a->want_y) memset(hp, 0, (size_t)H * sizeof(float));
-                continue;
-            }
-            float *gi = g + (size_t)b * H4, *go = gi + H, *gf = go + H, *gc = gf + H;
-            float *cb = c + (size_t)b * H;
-            int k;
-            if (Pi) for (k = 0; k < H; k++) gi[k] = gi[k] + Pi[k] * cb[k];
-            bias_clip(gi, bias, H, clip);
-            activate(gi, H, act[0], al[0], be[0]);
-            if (a->input_forget) {
-                for (k = 0; k < H; k++) gf[k] = 1.0f - gi[k];
+        qgemm(&job->Rm, hq, Kph, nb, zh, acc);
+        for (int r = 0; r < nb; r++) {
+            float *gr = g + (size_t)(b0 + r) * H4;
+            const int32_t *ar = acc + (size_t)r * H4;
+            if (a->r_scale_cols == 1) {
+                float m = sh * rs[0];
+                for (int n = 0; n < H4; n++) gr[n] = gr[n] + (float)ar[n] * m;
             } else {
-                if (Pf) for (k = 0; k < H; k++) gf[k] = gf[k] + Pf[k] * cb[k];
-                bias_clip(gf, bias ? bias + 2 * H : NULL, H, clip);
-                activate(gf, H, act[0], al[0], be[0]);
-            }
-            bias_clip(gc, bias ? bias + 3 * H : NULL, H, clip);
-            activate(gc, H, act[1], al[1], be[1]);
-            for (k = 0; k < H; k++) cb[k] = cb[k] * gf[k] + gi[k] * gc[k];
-            if (Po) for (k = 0; k < H; k++) go[k] = go[k] + Po[k] * cb[k];
-            bias_clip(go, bias ? bias + H : NULL, H, clip);
-            activate(go, H, act[0], al[0], be[0]);
-            memcpy(hp, cb, (size_t)H * sizeof(float));
-            activate(hp, H, act[2], al[2], be[2]);
-            for (k = 0; k < H; k++) hp[k] = hp[k] * go[k];
-            if (a->want_y) {
-                int t = rev ? len - 1 - s : s;
-                memcpy(a->Y + (((size_t)t * D + d) * B + b) * H, hp, (size_t)H * sizeof(float));
-            }
-            if (s + 1 == len) {
-                memcpy(a->Yh + ((size_t)d * B + b) * H, hp, (size_t)H * sizeof(float));
-                memcpy(a->Yc + ((size_t)d * B + b) * H, cb, (size_t)H * sizeof(float));
+                for (int n = 0; n < H4; n++) gr[n] = gr[n] + (float)ar[n] * (sh * rs[n]);
             }
         }
     }
-    (void)T;
-    job->status = 0;
-done:
-    return NULL;
+    for (int b = 0; b < B; b++) {
+        int len = a->lens[b];
+        float *hp = hprev + (size_t)b * H;
+        if (s >= len) {
+            if (a->want_y) memset(hp, 0, (size_t)H * sizeof(float));
+            continue;
+        }
+        float *gi = g + (size_t)b * H4, *go = gi + H, *gf = go + H, *gc = gf + H;
+        float *cb = c + (size_t)b * H;
+        int k;
+        if (Pi) for (k = 0; k < H; k++) gi[k] = gi[k] + Pi[k] * cb[k];
+        bias_clip(gi, bias, H, clip);
+        activate(gi, H, act[0], al[0], be[0]);
+        if (a->input_forget) {
+            for (k = 0; k < H; k++) gf[k] = 1.0f - gi[k];
+        } else {
+            if (Pf) for (k = 0; k < H; k++) gf[k] = gf[k] + Pf[k] * cb[k];
+            bias_clip(gf, bias ? bias + 2 * H : NULL, H, clip);
+            activate(gf, H, act[0], al[0], be[0]);
+        }
+        bias_clip(gc, bias ? bias + 3 * H : NULL, H, clip);
+        activate(gc, H, act[1], al[1], be[1]);
+        for (k = 0; k < H; k++) cb[k] = cb[k] * gf[k] + gi[k] * gc[k];
+        if (Po) for (k = 0; k < H; k++) go[k] = go[k] + Po[k] * cb[k];
+        bias_clip(go, bias ? bias + H : NULL, H, clip);
+        activate(go, H, act[0], al[0], be[0]);
+        memcpy(hp, cb, (size_t)H * sizeof(float));
+        activate(hp, H, act[2], al[2], be[2]);
+        for (k = 0; k < H; k++) hp[k] = hp[k] * go[k];
+        if (a->want_y) {
+            int t = rev ? len - 1 - s : s;
+            memcpy(a->Y + (((size_t)t * D + d) * B + b) * H, hp, (size_t)H * sizeof(float));
+        }
+        if (s + 1 == len) {
+            memcpy(a->Yh + ((size_t)d * B + b) * H, hp, (size_t)H * sizeof(float));
+            memcpy(a->Yc + ((size_t)d * B + b) * H, cb, (size_t)H * sizeof(float));
+        }
+    }
+}
+
+/* Pipe d (a direction), step k: the set-up with step 0, then step k (team_pipes: the steps of a direction in
+ * order, on whichever thread is running; a late thread's direction taken over step by step). */
+static void direction_pipe_step(void *ctx, int d, int k, int tid) {
+    (void)tid;
+    Direction *job = (Direction *)ctx + d;
+    if (k == 0) job->status = direction_begin(job);
+    if (job->status == 0 && k < job->maxlen) direction_step(job, k);
 }
 
 int ortq_run(const OrtqArgs *a) {
@@ -451,13 +470,10 @@ int ortq_run(const OrtqArgs *a) {
         jobs[d].mem = (char *)scratch(d, direction_bytes(B, a->H, maxlen));
         if (!jobs[d].mem) return -1;
     }
-    pthread_t helper;
-    int threaded = a->D == 2 && a->threads >= 2 && pthread_create(&helper, NULL, run_direction, &jobs[1]) == 0;
-    run_direction(&jobs[0]);
-    if (a->D == 2) {
-        if (threaded) pthread_join(helper, NULL);
-        else run_direction(&jobs[1]);
-    }
+    team_t team;
+    team_begin(&team, a->D == 2 ? a->threads : 1);
+    team_pipes(&team, direction_pipe_step, jobs, a->D, maxlen > 0 ? maxlen : 1);
+    team_end(&team);
     for (int d = 0; d < a->D; d++)
         if (jobs[d].status != 0) return -1;
     return 0;

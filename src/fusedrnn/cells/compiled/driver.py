@@ -159,6 +159,13 @@ def threads() -> int:
     return _switch["threads"]
 
 
+def call_threads() -> int:
+    """The threads a kernel call made now by this Python thread may use: :func:`threads`, or fewer inside a
+    :func:`thread_limit` block."""
+    limit = getattr(_local, "limit", None)
+    return _switch["threads"] if limit is None else min(limit, _switch["threads"])
+
+
 def last_path() -> str | None:
     """Which path the last call the kernel took ran: "batched" (packed GEMM, B >= BATCH_MIN), "rows" (fused
     per-row loop for batch 1-2 where the batched path declines, input projection in the kernel), "per-row"
@@ -417,9 +424,7 @@ def _run(prepared: tuple, x, W, R, h0, c0, reverse, optional):
     args.h, args.Y = _ptr(h), _ptr(Y)
     if c is not None:
         args.c = _ptr(c)
-    limit = getattr(_local, "limit", None)
-    nth = _switch["threads"] if limit is None else min(limit, _switch["threads"])
-    args.threads = nth if steps * B * GH * Hp >= THREAD_MIN_MACS else 1
+    args.threads = call_threads() if steps * B * GH * Hp >= THREAD_MIN_MACS else 1
     if batched:  # room for the packed [W | R], filled by the kernel
         args.Rpk = _pack_buffer(D * GH * (I + Hp))
 

@@ -201,6 +201,52 @@ def control_flow_feeds(rng, cond, T, B, I, H):
             "Rs": rng.uniform(-0.5, 0.5, (3, 1, 4 * H, H)).astype(np.float32)}
 
 
+def test_recurrent_nodes_in_if_branches_run_partitioned():
+    """A top-level If whose branches hold LSTMs (one branch with an If of its own holding an LSTM, all reading
+    outer values and outer initializers) is cut branch by branch: no Python op, each branch a partition of its own, an
+    Identity-only tail copied without a session. Both conditions give the reference executor's bits, and
+    onnxruntime's outputs to float rounding."""
+    from fusedrnn.frontends import onnx_partition
+
+    rng = np.random.default_rng(8)
+    T, B, I, H = 4, 2, 3, 5
+    tensor = lambda name, shape=None: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
+    inits = _lstm_inits("a_", rng, I, H) + _lstm_inits("b_", rng, H, H) + _lstm_inits("c_", rng, I, H)
+    inner = {"t": helper.make_graph([helper.make_node("LSTM", ["y1", "b_W", "b_R"], ["Yt"], hidden_size=H),
+                                     helper.make_node("Squeeze", ["Yt", "axis1"], ["t_y"])], "t", [],
+                                    [tensor("t_y")]),
+             "e": helper.make_graph([helper.make_node("Mul", ["y1", "y1"], ["e_y"])], "e", [], [tensor("e_y")])}
+    then = helper.make_graph(
+        [helper.make_node("Mul", ["X", "two"], ["X2"]),
+         helper.make_node("LSTM", ["X2", "a_W", "a_R"], ["Y1", "h1"], hidden_size=H),
+         helper.make_node("Squeeze", ["Y1", "axis1"], ["y1"]),
+         helper.make_node("If", ["cond2"], ["y2"], then_branch=inner["t"], else_branch=inner["e"]),
+         helper.make_node("LSTM", ["y2", "b_W", "b_R"], ["", "then_h"], hidden_size=H)],
+        "then", [], [tensor("then_h")])
+    other = helper.make_graph([helper.make_node("LSTM", ["X", "c_W", "c_R"], ["", "else_h"], hidden_size=H)],
+                              "else", [], [tensor("else_h")])
+    nodes = [helper.make_node("If", ["cond"], ["h"], then_branch=then, else_branch=other),
+             helper.make_node("Identity", ["h"], ["out"])]
+    model = make_model(nodes, [tensor("X", [T, B, I]), helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                               helper.make_tensor_value_info("cond2", TensorProto.BOOL, [])],
+                       [tensor("out")],
+                       [*inits, numpy_helper.from_array(np.float32(2), "two"),
+                        numpy_helper.from_array(np.array([1], np.int64), "axis1")])
+    m = fonnx.load(model, executor="onnxruntime")
+    part = m._ort_graph().partition
+    kinds = [type(s).__name__ for s in part.stages]
+    assert kinds == ["_Switch", "_Copies"], kinds
+    inside = [type(s).__name__ for s in part.stages[0].branches[True][0].stages]
+    assert inside == ["_Segment", "_Recurrent", "_Segment", "_Switch", "_Recurrent"], inside
+    assert isinstance(part, onnx_partition.Partition)
+    X = rng.uniform(-1, 1, (T, B, I)).astype(np.float32)
+    for cond, cond2 in ((True, True), (True, False), (False, True)):
+        feeds = {"X": X, "cond": np.array(cond), "cond2": np.array(cond2)}
+        got, ref = both(model, feeds)
+        assert_same(got, ref)
+        assert_close(got, ort_run(model, feeds), atol=2e-6)
+
+
 def test_nodes_inside_if_loop_and_scan_bodies():
     rng = np.random.default_rng(5)
     dims = 4, 2, 3, 5

@@ -157,10 +157,10 @@ class Model:
     def _check_feeds(self, feeds) -> dict:
         if not isinstance(feeds, dict):
             raise DTypeError(f"feeds: expected a dict of input name -> array, got {type(feeds).__name__}")
-        expected = ", ".join(str(i) for i in self._inputs) or "none"
         missing = [i.name for i in self._inputs if i.name not in feeds]
         unknown = [k for k in feeds if k not in {i.name for i in self._inputs} | self._optional_inputs]
         if missing or unknown:
+            expected = ", ".join(str(i) for i in self._inputs) or "none"
             what = "; ".join(filter(None, [missing and f"missing {missing}", unknown and f"unknown {unknown}"]))
             raise InputError(f"feeds: {what}; the model's inputs are {expected}")
         out = {}

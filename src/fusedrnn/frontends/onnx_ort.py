@@ -1,8 +1,8 @@
 """onnxruntime as the executor of a whole model's non-recurrent nodes; its recurrent nodes call back into fusedrnn.
 
-A model whose recurrent nodes are all in its top-level graph runs as onnxruntime segments around them
-(:mod:`fusedrnn.frontends.onnx_partition`, no Python op); the rewrite below serves the others (recurrent nodes in
-``If`` / ``Loop`` / ``Scan`` bodies) and is what the measurements below are of.
+A model whose recurrent nodes are all in its top-level graph or in the branches of top-level ``If`` nodes runs as
+onnxruntime segments around them (:mod:`fusedrnn.frontends.onnx_partition`, no Python op); the rewrite below serves
+the others (recurrent nodes in ``Loop`` / ``Scan`` bodies) and is what the measurements below are of.
 
 :func:`fusedrnn.onnx.load` (``executor="onnxruntime"``, or ``"auto"`` when onnxruntime and onnxruntime-extensions
 import) rewrites a copy of the model: every recurrent node (``RECURRENT_OPS``, top level and inside ``If`` /

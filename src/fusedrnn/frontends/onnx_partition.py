@@ -9,9 +9,12 @@ recurrent nodes get them in their own element types, and each segment's session 
 options. Measured (``python -m benchmarks.bench_models``) this removed most of the executor's cost over plain
 onnxruntime; the numbers are in the README's performance section.
 
-:func:`partition` returns None (the bridge then runs the model) when a recurrent node sits inside an ``If`` /
-``Loop`` / ``Scan`` body, when the model has initializers a caller may override (graph inputs of the same name),
-or when the element type of a value crossing a cut cannot be inferred. Segments are the nodes between two
+A top-level ``If`` whose branches hold recurrent nodes is a stage of its own: each branch is partitioned the same
+way (a model whose inputs are the outer values the branch reads), and the condition chooses which one runs (Silero
+VAD's LSTMs sit in the branches of an ``If`` on the sample rate). :func:`partition` returns None (the bridge then
+runs the model) when a recurrent node sits inside a ``Loop`` / ``Scan`` body (or an ``If`` below the top level of
+a graph being cut), when the model has initializers a caller may override (graph inputs of the same name), or
+when the element type of a value crossing a cut cannot be inferred. Segments are the nodes between two
 recurrent nodes in the graph's (topological) order; a segment's inputs are the values it reads that earlier
 stages or the caller produce (outer-scope names its subgraphs read included), its outputs those that later stages
 or the graph's outputs read.
@@ -46,6 +49,20 @@ class _Recurrent:
     slots: list           # per ONNX input slot: None, ("const", array) or ("value", name)
 
 
+@dataclass
+class _Copies:
+    """A segment of ``Identity`` nodes only: copies of arrays (an onnxruntime session would cost 10-20 µs)."""
+    pairs: list           # (input name, output name)
+
+
+@dataclass
+class _Switch:
+    """A top-level ``If`` whose branches hold recurrent nodes: each branch is a partition of its own, run with the
+    outer values it reads (``inputs``) on the branch the condition names."""
+    node: object
+    branches: dict        # True / False -> (Partition, its input names, its output names)
+
+
 def _reads(node) -> set:
     """The names ``node`` reads: its inputs and the names its subgraphs read from outside themselves."""
     out = {n for n in node.input if n}
@@ -64,11 +81,20 @@ def _outer_reads(graph) -> set:
     return reads
 
 
+def _holds_recurrent(g) -> bool:
+    """Whether a recurrent node sits in graph ``g`` or a subgraph of its nodes (at any depth)."""
+    return any(recurrent_op(n) is not None or any(_holds_recurrent(s) for s in subgraphs(n)) for n in g.node)
+
+
+def _switch_node(node) -> bool:
+    """An ``If`` whose branches hold recurrent nodes: partitioned branch by branch."""
+    return node.op_type == "If" and any(_holds_recurrent(s) for s in subgraphs(node))
+
+
 def _nested(graph) -> bool:
-    """Whether a recurrent node sits inside a subgraph of ``graph``'s nodes (at any depth)."""
-    def inside(g) -> bool:
-        return any(recurrent_op(n) is not None or any(inside(s) for s in subgraphs(n)) for n in g.node)
-    return any(inside(s) for n in graph.node for s in subgraphs(n))
+    """Whether a recurrent node sits inside a subgraph of a node of ``graph`` other than an ``If`` (at any
+    depth; an ``If``'s branches are partitioned on their own)."""
+    return any(_holds_recurrent(s) for n in graph.node if not _switch_node(n) for s in subgraphs(n))
 
 
 class Partition:
@@ -111,6 +137,17 @@ class Partition:
                     raise InputError(f"feeds: onnxruntime could not run the model on them: "
                                      f"{text.splitlines()[0] if text else type(exc).__name__}") from exc
                 env.update(zip(stage.outputs, values, strict=True))
+            elif isinstance(stage, _Copies):
+                env.update((o, np.array(env[i])) for i, o in stage.pairs)
+            elif isinstance(stage, _Switch):
+                cond = np.asarray(env[stage.node.input[0]])
+                if cond.size != 1:
+                    raise InputError(f"feeds: the condition {stage.node.input[0]!r} of node {stage.node.name!r} "
+                                     f"(If) must hold one value, got shape {cond.shape}")
+                part, inputs, outputs = stage.branches[bool(cond.reshape(-1)[0])]
+                values, rec = part._run(node_function, outputs, {n: env[n] for n in inputs})
+                env.update(zip(stage.node.output, values, strict=False))
+                recurrent += rec
             else:
                 t0 = time.perf_counter()
                 inputs = [None if s is None else s[1] if s[0] == "const" else env[s[1]] for s in stage.slots]
@@ -120,21 +157,41 @@ class Partition:
         return [env[n] for n in names], recurrent
 
 
+def _session(model: onnx.ModelProto):
+    """An onnxruntime session of a segment, or None where onnxruntime refuses it."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    # the workers spin between the segment's own operators but stop when it ends: spinning into the recurrent
+    # node's turn took the cores its threads wanted (the bundled example: median 1.42 ms with spinning, 0.60 ms
+    # without); without any spinning a convolution encoder's operators each wait for a sleeping worker (Silero VAD
+    # v6's encoder: 1.84 ms, 1.39 ms with spinning stopped at the end)
+    so.add_session_config_entry("session.force_spinning_stop", "1")
+    try:
+        return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 -- onnxruntime's own error types
+        return None
+
+
+def _one_segment(model: onnx.ModelProto, inputs: list, outputs: list) -> Partition | None:
+    session = _session(model)
+    return None if session is None else Partition([_Segment(session, inputs, outputs)])
+
+
 def partition(proto: onnx.ModelProto, overridable, dtypes: dict, types: dict | None = None) -> Partition | None:
     """The model cut at its recurrent nodes (see the module's docstring), or None where it cannot be. ``dtypes``:
     the numpy dtype of every value a segment reads or writes; ``types``: their inferred ``TypeProto`` (with shapes)
     where known, so that onnxruntime optimises a segment as it does the whole model."""
-    import onnxruntime as ort
-
     graph = proto.graph
-    if overridable or _nested(graph) or not any(recurrent_op(n) is not None for n in graph.node):
+    if overridable or _nested(graph) or not _holds_recurrent(graph):
         return None
     inits = {t.name: t for t in graph.initializer}
     if any(o.name in inits for o in graph.output):
         return None
     groups: list = [[]]
     for node in graph.node:
-        if recurrent_op(node) is not None:
+        if recurrent_op(node) is not None or _switch_node(node):
             groups += [node, []]
         else:
             groups[-1].append(node)
@@ -154,6 +211,9 @@ def partition(proto: onnx.ModelProto, overridable, dtypes: dict, types: dict | N
             if not g or not outputs:
                 continue
             needed = sorted(reads[k] - set(produced))
+            if all(n.op_type == "Identity" and n.input[0] not in inits for n in g):
+                stages.append(_Copies([(n.input[0], n.output[0]) for n in g]))
+                continue
             inputs = [n for n in needed if n not in inits]
             if any(n not in dtypes for n in inputs + outputs):
                 return None
@@ -166,18 +226,22 @@ def partition(proto: onnx.ModelProto, overridable, dtypes: dict, types: dict | N
                                     [info(n) for n in outputs], [inits[n] for n in needed if n in inits])
             model = helper.make_model(seg, opset_imports=proto.opset_import, ir_version=proto.ir_version)
             model.functions.extend(proto.functions)
-            so = ort.SessionOptions()
-            so.log_severity_level = 3
-            # the workers spin between the segment's own operators but stop when it ends: spinning into the
-            # recurrent node's turn took the cores its threads wanted (the bundled example: median 1.42 ms with
-            # spinning, 0.60 ms without); without any spinning a convolution encoder's operators each wait for a
-            # sleeping worker (Silero VAD v6's encoder: 1.84 ms, 1.39 ms with spinning stopped at the end)
-            so.add_session_config_entry("session.force_spinning_stop", "1")
-            try:
-                session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-            except Exception:  # noqa: BLE001 -- a segment onnxruntime refuses: the bridge runs the whole model
+            session = _session(model)
+            if session is None:  # a segment onnxruntime refuses: the bridge runs the whole model
                 return None
             stages.append(_Segment(session, inputs, outputs))
+        elif _switch_node(g):
+            branches = {}
+            for attr in g.attribute:
+                if attr.name not in ("then_branch", "else_branch"):
+                    continue
+                made = _branch(proto, attr.g, inits, dtypes, types)
+                if made is None:
+                    return None
+                branches[attr.name == "then_branch"] = made
+            if len(branches) != 2:
+                return None
+            stages.append(_Switch(g, branches))
         else:
             slots = []
             for name in g.input:
@@ -191,6 +255,27 @@ def partition(proto: onnx.ModelProto, overridable, dtypes: dict, types: dict | N
                     slots.append(("value", name))
             stages.append(_Recurrent(g, proto_attributes(g), slots))
     return Partition(stages)
+
+
+def _branch(proto, body, inits: dict, dtypes: dict, types: dict | None):
+    """(Partition, input names, output names) of an ``If`` branch: a model of its own whose inputs are the outer
+    values the branch reads (outer initializers it reads become its own), or None where it cannot be cut. A branch
+    without recurrent nodes is one segment."""
+    reads = sorted(_outer_reads(body))
+    outer_inits = [inits[n] for n in reads if n in inits]
+    inputs = [n for n in reads if n not in inits]
+    if any(n not in dtypes for n in inputs) or any(o.name not in dtypes for o in body.output):
+        return None
+    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(dtypes[n]), None) for n in inputs]
+    outs = [helper.make_tensor_value_info(o.name, helper.np_dtype_to_tensor_dtype(dtypes[o.name]), None)
+            for o in body.output]
+    graph = helper.make_graph(body.node, body.name or "branch", ins, outs, [*body.initializer, *outer_inits])
+    model = helper.make_model(graph, opset_imports=proto.opset_import, ir_version=proto.ir_version)
+    model.functions.extend(proto.functions)
+    part = partition(model, set(), dtypes, types)
+    if part is None and not _holds_recurrent(body):  # no recurrent node: the branch is one onnxruntime segment
+        part = _one_segment(model, inputs, [o.name for o in body.output])
+    return None if part is None else (part, inputs, [o.name for o in body.output])
 
 
 __all__ = ["Partition", "partition"]

@@ -468,6 +468,36 @@ def test_small_batches_give_the_bits_of_the_same_rows_in_a_large_batch(cell, see
                                           f"lens={kw['lens']} threads={threads}: output {k} differs")
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_immutable_weights_are_packed_once_with_the_same_bits(cell):
+    """Weights nothing can change (read-only views of bytes, as a loaded model's initializers) are packed by the
+    first call and reused by the next ones: every call gives the bits of the same call on writable copies, also
+    after another call with other weights and another gate order, and the cache holds the arrays themselves."""
+    from fusedrnn.cells.compiled import driver
+
+    rng = np.random.default_rng(11)
+    for lbr in ([None] if cell == "lstm" else [False, True]):
+        args, kw = fused_call(rng, cell, 20, 1, 12, 32, "bidirectional", lens_p=0.0)
+        if lbr is not None:
+            kw["linear_before_reset"] = lbr
+        frozen = list(args)
+        for k in (1, 2):  # W, R as read-only arrays over bytes
+            a = args[k]
+            frozen[k] = np.frombuffer(a.tobytes(), a.dtype).reshape(a.shape)
+            assert driver.immutable(frozen[k]) and not driver.immutable(a)
+        make, fast, engine = CELLS[cell]
+        want = fast(*args, **kw)
+        for _ in range(3):
+            got = fast(*frozen, **kw)
+            assert driver.last_path() == "batched"
+            for g, w in zip(got, want, strict=True):
+                assert np.array_equal(g, w)
+            other = fast(*fused_call(rng, cell, 5, 1, 12, 32, "forward", lens_p=0.0)[0], **dict(
+                kw, reverse=[False]))
+            assert other is not None
+        assert any(entry[0] is frozen[1] and entry[1] is frozen[2] for entry in driver._PANELS.values())
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("cell,lbr", [("lstm", None), ("gru", False), ("gru", True)])
 def test_batched_path_threads_split(cell, lbr, threads):

@@ -35,6 +35,7 @@ import numpy as np
 from .. import _native
 from . import setting
 from .compiled import driver as compiled_driver
+from .compiled.driver import immutable
 
 F32 = np.float32
 ABI_VERSION = 2
@@ -291,16 +292,6 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two equal-shaped arrays hold the same bytes (``a`` contiguous; memcmp, no temporaries)."""
     b = np.ascontiguousarray(b)
     return a.nbytes == b.nbytes and _LIBC.memcmp(a.ctypes.data, b.ctypes.data, a.nbytes) == 0
-
-
-def immutable(a: np.ndarray) -> bool:
-    """Whether nothing can change ``a``'s values: read-only views down to a ``bytes`` object (what onnx's
-    ``numpy_helper.to_array`` returns for a model's initializers)."""
-    while isinstance(a, np.ndarray):
-        if a.flags.writeable:
-            return False
-        a = a.base
-    return isinstance(a, bytes)
 
 
 def _packed(lib, W: QuantizedWeights) -> tuple[np.ndarray, np.ndarray]:

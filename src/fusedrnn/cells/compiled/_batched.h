@@ -520,7 +520,7 @@ static int f32_run_batched(const rnn_args *a) {
     for (int d = 0; d < D; d++) c.xq[d] = w + D * per + d * xqn;
     c.xg = w + D * (per + xqn);
     c.xgs = xgn;
-    team_run(&team, bt_pack, &c, D * c.np);
+    if (!a->prepacked) team_run(&team, bt_pack, &c, D * c.np);
     const int passes = c.form[0] == 3 ? 2 : 1;  /* both directions have the same form (kind and options) */
     if (D == 2 && c.nrb * c.npg == 1 && team.nth >= 2) {  /* a direction per thread, a late one's steps taken over */
         team_pipes(&team, bt_pipe_step, &c, 2, a->s1 - a->s0);

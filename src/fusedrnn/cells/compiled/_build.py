@@ -14,7 +14,7 @@ import ctypes
 from ... import _native
 from .. import setting
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 
 
 def _bind(lib: ctypes.CDLL) -> None:

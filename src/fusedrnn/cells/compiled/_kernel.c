@@ -61,6 +61,7 @@ typedef struct {
     const void *W;                  /* float32 batched path: [D, G*H, I] */
     int32_t I;
     int32_t batch_min;              /* least B for the batched path */
+    int32_t prepacked;              /* float32 batched path: Rpk already holds this call's packed [W | R] */
 } rnn_args;
 
 int f32_batched_ok(const rnn_args *a);
@@ -253,4 +254,4 @@ static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *p
 #include "_kernel_body.h"
 #undef FAST
 
-int fusedrnn_abi_version(void) { return 7; }
+int fusedrnn_abi_version(void) { return 8; }

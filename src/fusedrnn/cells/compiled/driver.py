@@ -37,9 +37,9 @@ it the NumPy engines' per-step BLAS GEMM over all rows is as fast (measured in b
 BATCH_MIN = 1
 """Least batch for the float32 batched path (below it the fused per-row path runs). 1: at batch 1 and 2 the
 batched path (input part hoisted 16 steps at a time, two panels per micro-kernel call, R packed by 8x8
-transposes) ran in 0.5-0.8x the per-row path's time on one thread and 0.6-0.8x on two (S1, S4, H = 256-1024;
-benchmarks/bench_compiled.py --sweep); the per-row path keeps the calls it declines (H a multiple of 8, not of
-16, on AVX-512)."""
+transposes) ran in 0.80x / 0.57x (LSTM) and 0.89x / 0.71x (GRU) the per-row path's time at T=50 I=64 H=128
+(``python -m benchmarks.bench_compiled --quick --sweep``, two threads); the per-row path keeps the calls the
+batched one declines (H a multiple of 8, not of 16, on AVX-512)."""
 
 BATCHED_MAX_ROWS = 1 << 16
 """Default largest D·B for the float32 batched path (packed GEMM + fused gates per step; the LSTM without

@@ -34,6 +34,8 @@ typedef vzu vwu;
 #define ACC_REGS 24
 #define vw_sigmoid vz_sigmoid
 #define vw_tanh vz_tanh
+#define vw_lstm_update vz_lstm_update
+#define vw_gru_update vz_gru_update
 #else
 typedef vf vw;
 typedef vfu vwu;
@@ -41,6 +43,8 @@ typedef vfu vwu;
 #define ACC_REGS 12
 #define vw_sigmoid vf_sigmoid
 #define vw_tanh vf_tanh
+#define vw_lstm_update vf_lstm_update
+#define vw_gru_update vf_gru_update
 #endif
 #define MR_CAP 8
 
@@ -367,15 +371,9 @@ static void bt_part(const bctx *c, int d, int rbk, int pg, int s, int pass, int 
                             vi += *(const vwu *)(bb + (long)gp[0] * H); vf_ += *(const vwu *)(bb + (long)gp[1] * H);
                             vg += *(const vwu *)(bb + (long)gp[2] * H); vo += *(const vwu *)(bb + (long)gp[3] * H);
                         }
-                        vi = vw_sigmoid(vi);
-                        vf_ = vw_sigmoid(vf_);
-                        vg = vw_tanh(vg);
-                        vo = vw_sigmoid(vo);
-                        vw ig = vi * vg;
-                        vw fc = *(const vwu *)cc * vf_;
-                        vw cn = fc + ig;
-                        *(vwu *)cc = cn;
-                        vw hv = vw_tanh(cn) * vo;
+                        vw c = *(const vwu *)cc;
+                        vw hv = vw_lstm_update(vi, vf_, vg, vo, &c);
+                        *(vwu *)cc = c;
                         *(vwu *)hn = hv;
                         *(vwu *)yo = hv;
                     } else if (!pass) {
@@ -397,20 +395,13 @@ static void bt_part(const bctx *c, int d, int rbk, int pg, int s, int pass, int 
                         vw nv = tv[2];
                         if (bhn) nv += *(const vwu *)(bhn + u0);
                         nv *= rr;
-                        nv = vw_tanh(nv + vx);
-                        vw dl = hv - nv;
-                        dl *= z;
-                        hv = dl + nv;
+                        hv = vw_gru_update(hv, z, vw_tanh(nv + vx));
                         *(vwu *)hn = hv;
                         *(vwu *)yo = hv;
                     } else {  /* GRU pass 2: the candidate x·Wnᵀ + (r ⊙ h)·Rnᵀ */
                         vw vx = tv[0];
                         if (xbd) vx += *(const vwu *)(xbd + u0 + (long)gp[2] * H);
-                        vw nv = vw_tanh(vx);
-                        vw hv = *(const vwu *)ho;
-                        vw dl = hv - nv;
-                        dl *= *(const vwu *)(zbuf + (long)b * H + u0);
-                        hv = dl + nv;
+                        vw hv = vw_gru_update(*(const vwu *)ho, *(const vwu *)(zbuf + (long)b * H + u0), vw_tanh(vx));
                         *(vwu *)hn = hv;
                         *(vwu *)yo = hv;
                     }

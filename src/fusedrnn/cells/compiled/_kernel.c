@@ -141,6 +141,26 @@ static inline T T##_tanh(T x) {                                                 
     return t;                                                                                                    \
 }
 
+/* The fused cells' state updates on one vector of units, for every vector width T (the same operations lane for
+ * lane, in the order of the NumPy engines):
+ *   T##_lstm_update: i, f, o = σ(pre-activations), g = tanh(·); c' = f ⊙ c + i ⊙ g (c updated); returns
+ *                    h = o ⊙ tanh(c')                                                         (ONNX LSTM)
+ *   T##_gru_update:  returns h' = (h - n) ⊙ z + n, which is (1 - z) ⊙ n + z ⊙ h               (ONNX GRU) */
+#define VCELLS(T)                                                                                                \
+static inline T T##_lstm_update(T pi, T pf, T pg, T po, T *c) {                                                 \
+    T i = T##_sigmoid(pi), f = T##_sigmoid(pf), g = T##_tanh(pg), o = T##_sigmoid(po);                          \
+    T ig = i * g;                                                                                                \
+    T fc = *c * f;                                                                                               \
+    T cn = fc + ig;                                                                                              \
+    *c = cn;                                                                                                     \
+    return T##_tanh(cn) * o;                                                                                     \
+}                                                                                                                \
+static inline T T##_gru_update(T h, T z, T n) {                                                                  \
+    T dl = h - n;                                                                                                \
+    dl *= z;                                                                                                     \
+    return dl + n;                                                                                               \
+}
+
 /* 1 / d for normal d: the hardware estimate refined by Newton steps r + r·(1 - d·r) (one from AVX-512's 14-bit
  * estimate, two from AVX's 12-bit one; <= 1 ulp), no division. */
 static inline vf rcp_vf(vf d) {
@@ -156,6 +176,7 @@ static inline vf rcp_vf(vf d) {
 #endif
 }
 VACT(vf, vi, rcp_vf)
+VCELLS(vf)
 
 #if defined(__AVX512F__)
 typedef float vz __attribute__((vector_size(64)));
@@ -166,6 +187,7 @@ static inline vz rcp_vz(vz d) {
     return r + r * (1.0f - d * r);
 }
 VACT(vz, vzi, rcp_vz)
+VCELLS(vz)
 #endif
 
 static void f32_sigmoid(float *v, int n) {

@@ -198,15 +198,9 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
                         vi += *(const VECU *)(bi + u); vf_ += *(const VECU *)(bf + u);
                         vg += *(const VECU *)(bg + u); vo += *(const VECU *)(bo + u);
                     }
-                    vi = vf_sigmoid(*(const VEC *)(tmp + u) + vi);
-                    vf_ = vf_sigmoid(*(const VEC *)(tmp + H + u) + vf_);
-                    vg = vf_tanh(*(const VEC *)(tmp + 2 * H + u) + vg);
-                    vo = vf_sigmoid(*(const VEC *)(tmp + 3 * H + u) + vo);
-                    VEC ig = vi * vg;
-                    VEC fc = *(const VEC *)(cc + u) * vf_;
-                    VEC cn = fc + ig;
-                    *(VEC *)(cc + u) = cn;
-                    VEC hv = vf_tanh(cn) * vo;
+                    VEC hv = vf_lstm_update(*(const VEC *)(tmp + u) + vi, *(const VEC *)(tmp + H + u) + vf_,
+                                            *(const VEC *)(tmp + 2 * H + u) + vg, *(const VEC *)(tmp + 3 * H + u) + vo,
+                                            (VEC *)(cc + u));
                     *(VEC *)(hp + u) = hv;
                     *(VECU *)(yo + u) = hv;
                 }
@@ -241,11 +235,7 @@ static int SFX(run_dir)(const rnn_args *a, int d) {
                         if (bhn) nv += *(const VECU *)(bhn + u);
                         nv *= *(const VEC *)(r + u);
                     }
-                    nv = vf_tanh(nv + vx);
-                    VEC hv = *(const VEC *)(hp + u);
-                    VEC dl = hv - nv;
-                    dl *= *(const VEC *)(z + u);
-                    hv = dl + nv;
+                    VEC hv = vf_gru_update(*(const VEC *)(hp + u), *(const VEC *)(z + u), vf_tanh(nv + vx));
                     *(VEC *)(hp + u) = hv;
                     *(VECU *)(yo + u) = hv;
                 }

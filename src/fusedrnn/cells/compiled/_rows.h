@@ -186,15 +186,10 @@ static void rows_part(const rctx *c, int d, int blk, int s, int pass, int tid) {
                     vi += *(const vfu *)(xbd + (long)gp[0] * H + ug); vf_ += *(const vfu *)(xbd + (long)gp[1] * H + ug);
                     vg += *(const vfu *)(xbd + (long)gp[2] * H + ug); vo += *(const vfu *)(xbd + (long)gp[3] * H + ug);
                 }
-                vi = vf_sigmoid(*(const vfu *)(tm + u) + vi);
-                vf_ = vf_sigmoid(*(const vfu *)(tm + nu + u) + vf_);
-                vg = vf_tanh(*(const vfu *)(tm + 2 * nu + u) + vg);
-                vo = vf_sigmoid(*(const vfu *)(tm + 3 * nu + u) + vo);
-                vf ig = vi * vg;
-                vf fc = *(const vfu *)cc * vf_;
-                vf cn = fc + ig;
-                *(vfu *)cc = cn;
-                vf hv = vf_tanh(cn) * vo;
+                vf c = *(const vfu *)cc;
+                vf hv = vf_lstm_update(*(const vfu *)(tm + u) + vi, *(const vfu *)(tm + nu + u) + vf_,
+                                       *(const vfu *)(tm + 2 * nu + u) + vg, *(const vfu *)(tm + 3 * nu + u) + vo, &c);
+                *(vfu *)cc = c;
                 *(vfu *)(hn + u) = hv;
                 *(vfu *)(yo + u) = hv;
             } else if (!pass) {
@@ -213,20 +208,14 @@ static void rows_part(const rctx *c, int d, int blk, int s, int pass, int tid) {
                 vf nv = *(const vfu *)(tm + 2 * nu + u);
                 if (bhn) nv += *(const vfu *)(bhn + ug);
                 nv *= r;
-                nv = vf_tanh(nv + vx);
-                vf dl = hv - nv;
-                dl *= z;
-                hv = dl + nv;
+                hv = vf_gru_update(hv, z, vf_tanh(nv + vx));
                 *(vfu *)(hn + u) = hv;
                 *(vfu *)(yo + u) = hv;
             } else {  /* GRU pass 2: tanh(x·Wnᵀ + b + (r ⊙ h)·Rnᵀ) */
                 vf vx = *(const vfu *)(xq + 2 * nu + u);
                 if (xbd) vx += *(const vfu *)(xbd + (long)gp[2] * H + ug);
-                vf nv = vf_tanh(*(const vfu *)(tm + u) + vx);
-                vf hv = *(const vfu *)(ho + u);
-                vf dl = hv - nv;
-                dl *= *(const vfu *)(zb + (long)b * H + ug);
-                hv = dl + nv;
+                vf hv = vf_gru_update(*(const vfu *)(ho + u), *(const vfu *)(zb + (long)b * H + ug),
+                                      vf_tanh(*(const vfu *)(tm + u) + vx));
                 *(vfu *)(hn + u) = hv;
                 *(vfu *)(yo + u) = hv;
             }

@@ -488,10 +488,11 @@ def _keep_panels(made) -> None:
 def _pack_buffer(n: int) -> int:
     """Address of n float32, 64-byte aligned, reused by the calls of this thread (its pages stay mapped: a fresh
     buffer of several MiB per call costs about as much as packing into it)."""
-    buf = getattr(_local, "pack", None)
-    if buf is None or buf.size < n + 16:
-        buf = _local.pack = np.empty(n + 16, np.float32)
-    return buf.ctypes.data + 4 * ((-buf.ctypes.data % 64) // 4)
+    got = getattr(_local, "pack", None)  # (buffer, its aligned address): reading .ctypes.data costs about 1 µs
+    if got is None or got[0].size < n + 16:
+        buf = np.empty(n + 16, np.float32)
+        got = _local.pack = (buf, buf.ctypes.data + 4 * ((-buf.ctypes.data % 64) // 4))
+    return got[1]
 
 
 def _run_chunks(run, ref, args, x, W, lens, rev, steps, D, B, I, GH, dt) -> None:

@@ -6,6 +6,7 @@ the process may use."""
 from __future__ import annotations
 
 import threading
+import zlib
 
 import numpy as np
 import pytest
@@ -64,7 +65,7 @@ def test_any_thread_count_gives_the_same_bits(cell, T, B, I, H, path, monkeypatc
     """Threads 2-5 (helpers beyond the machine's cores included) give outputs equal to one thread's, bit for bit,
     uni- and bidirectional, with and without sequence lengths; the pool took part in the split calls; and one
     thread agrees with the NumPy engine."""
-    rng = np.random.default_rng(hash((cell, T, B, I, H)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((cell, T, B, I, H)).encode()))  # the same cases every run
     if path == "rows":  # the batched path takes batch 1-2 by default where H is a multiple of its vector width
         monkeypatch.setattr(driver, "BATCH_MIN", 3)
     for D in (1, 2):

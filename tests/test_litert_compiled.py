@@ -146,6 +146,39 @@ def test_compiled_equals_numpy_at_the_int8_extremes(seed):
 
 
 @needs_cc
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_compiled_quantize_and_lookup_equal_numpy(seed):
+    """The compiled QUANTIZE of the target's input gives tflite_quant.quantize_values' int8 values (ties exactly
+    between two steps included: half to even), declines non-finite input; the int8 -> float look-up writes a
+    direction's strided slice of Y as np.take does and leaves the rest alone."""
+    from fusedrnn.targets.tflite_quant import quantize_values
+
+    lib = _compiled.load()
+    if lib is None:
+        pytest.skip(f"LiteRT kernel unavailable: {_compiled.unavailable_reason()}")
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 2000))
+    scale = float(2.0 ** -int(rng.integers(3, 9))) * (1.0 if rng.random() < 0.5 else float(rng.uniform(0.5, 2)))
+    zp = int(rng.integers(-128, 128))
+    x = (rng.normal(size=n) * rng.choice([0.05, 1.0, 30.0])).astype(np.float32)
+    ties = rng.random(n) < 0.3  # (k + 1/2)·scale, exact in float32 when scale is a power of two
+    x[ties] = ((rng.integers(-200, 200, int(ties.sum())) + 0.5) * scale).astype(np.float32)
+    got = _compiled.quantize_i8(lib, x, scale, zp)
+    assert got is not None and got.dtype == np.int8
+    np.testing.assert_array_equal(got, quantize_values(x, scale, zp, np.int8))
+    x[int(rng.integers(n))] = [np.nan, np.inf, -np.inf][int(rng.integers(3))]
+    assert _compiled.quantize_i8(lib, x, scale, zp) is None
+    T, B, H, D = int(rng.integers(1, 9)), int(rng.integers(1, 4)), int(rng.integers(1, 20)), int(rng.integers(1, 3))
+    y = rng.integers(-128, 128, (T, B, H)).astype(np.int8)
+    lut = rng.normal(size=256).astype(np.float32)
+    Y = np.full((T, D, B, H), 7.0, np.float32)
+    d = int(rng.integers(D))
+    assert _compiled.lookup_f32(lib, y, lut, Y[:, d])
+    np.testing.assert_array_equal(Y[:, d], np.take(lut, y.astype(np.intp) + 128))
+    assert np.all(np.delete(Y, d, axis=1) == 7.0)
+
+
 def test_empty_sequence_and_auto_engine():
     rng = np.random.default_rng(7)
     k, x, state, _ = _case(rng, T=3, B=2)

@@ -18,7 +18,7 @@ from ... import _native
 from ...cells.compiled import _build
 from .slots import PROJECTION_WEIGHTS
 
-ABI = 4
+ABI = 5
 
 P = ctypes.c_void_p
 I32, I64 = ctypes.c_int32, ctypes.c_int64
@@ -44,6 +44,10 @@ class LstmArgs(ctypes.Structure):
 def _bind(lib) -> None:
     lib.litert_lstm.argtypes = [ctypes.POINTER(LstmArgs), P, P, I32, I32, I32]
     lib.litert_lstm.restype = ctypes.c_int
+    lib.litert_quantize_i8.argtypes = [P, I64, ctypes.c_double, I32, P]
+    lib.litert_quantize_i8.restype = ctypes.c_int
+    lib.litert_lookup_f32.argtypes = [P, I64, I64, P, P, I64]
+    lib.litert_lookup_f32.restype = None
 
 
 _LOOP = _build.CompiledLoop("LiteRT", _native.Library("litert", ABI, _bind))
@@ -201,3 +205,30 @@ def run(lib, k, x: np.ndarray, state, reverse: bool):
     x8 = np.ascontiguousarray(x, np.int8)
     lib.litert_lstm(ctypes.byref(a), x8.ctypes.data, y.ctypes.data, 0, T, int(reverse))
     return y, (bufs["h"][:, :k.n_output].astype(np.int8), bufs["c"].astype(np.int16))
+
+
+def quantize_i8(lib, x: np.ndarray, scale: float, zp: int) -> np.ndarray | None:
+    """:func:`fusedrnn.targets.tflite_quant.quantize_values` of float32 ``x`` to int8 in the compiled library (the
+    same values), or None where it does not take the call (not float32, or a value not finite)."""
+    if lib is None or x.dtype != np.float32:
+        return None
+    x = np.ascontiguousarray(x)
+    out = np.empty(x.shape, np.int8)
+    if lib.litert_quantize_i8(x.ctypes.data, x.size, float(scale), int(zp), out.ctypes.data) != 0:
+        return None
+    return out
+
+
+def lookup_f32(lib, y: np.ndarray, lut: np.ndarray, out: np.ndarray) -> bool:
+    """``out[...] = lut[y + 128]`` for int8 ``y`` [T, ...] and float32 ``out`` of the same shape whose rows (first
+    axis) are contiguous blocks (a direction's slice of Y); False (nothing written) where it does not apply."""
+    if lib is None or out.dtype != np.float32 or lut.dtype != np.float32 or out.shape != y.shape or not out.size:
+        return False
+    rows, n = y.shape[0], y.size // y.shape[0]
+    inner = out[0] if out.ndim > 1 else out
+    if not (inner.flags.c_contiguous and (rows == 1 or out.strides[0] % 4 == 0)):
+        return False
+    y = np.ascontiguousarray(y)
+    lib.litert_lookup_f32(y.ctypes.data, rows, n, np.ascontiguousarray(lut).ctypes.data, out.ctypes.data,
+                          out.strides[0] // 4 if rows > 1 else n)
+    return True

@@ -19,6 +19,7 @@ from ...numerics.affine import tflite_symmetric_quantize
 from ..batch_split import RowSplitter, macs_per_row_step
 from ..registry import Prepared, Target
 from ..tflite_quant import calibrate_direction, quantize_values
+from . import _compiled
 from .layer_map import (
     check_lstm_expressible,
     float_direction,
@@ -77,17 +78,21 @@ class LstmPrepared(Prepared):
         rev = self.spec.reverse
         Y = np.empty((T, len(self.kernels), B, self.kernels[0].n_output), dt)
         hs, cs = [], []
+        lib = _compiled.library() if self.integer else None  # the compiled loop's library also quantizes
         for d, k in enumerate(self.kernels):
             if self.integer:
                 (sx, zx), (sh, zh), sc = self._q[d]
                 deq = ((np.arange(-128, 128) - zh) * sh).astype(dt)  # every int8 output value, dequantized
-                xq = quantize_values(x, sx, zx, np.int8)
+                xq = _compiled.quantize_i8(lib, x, sx, zx)
+                if xq is None:
+                    xq = quantize_values(x, sx, zx, np.int8)
                 st = (quantize_values(h0[d], sh, zh, np.int8), quantize_values(c0[d], sc, 0, np.int16))
                 y, (h, c) = k.run(xq, st, reverse=rev[d],
                                   **({} if self.probe is None else {"probe": self.probe.probe(d)}))
                 if self.trace is not None:
                     self.trace[d] = {"x": xq, "h0": st[0], "c0": st[1], "y": y, "h": h, "c": c}
-                np.take(deq, y.astype(np.intp) + 128, out=Y[:, d])
+                if not _compiled.lookup_f32(lib, y, deq, Y[:, d]):
+                    np.take(deq, y.astype(np.intp) + 128, out=Y[:, d])
                 hs.append(deq[h.astype(np.intp) + 128])
                 cs.append(c.astype(np.float64) * sc)
             else:

@@ -472,7 +472,7 @@ def test_small_batches_give_the_bits_of_the_same_rows_in_a_large_batch(cell, see
 def test_immutable_weights_are_packed_once_with_the_same_bits(cell):
     """Weights nothing can change (read-only views of bytes, as a loaded model's initializers) are packed by the
     first call and reused by the next ones: every call gives the bits of the same call on writable copies, also
-    after another call with other weights and another gate order, and the cache holds the arrays themselves."""
+    after another call with other weights and another gate order; the cache entry leaves when the arrays do."""
     from fusedrnn.cells.compiled import driver
 
     rng = np.random.default_rng(11)
@@ -495,7 +495,10 @@ def test_immutable_weights_are_packed_once_with_the_same_bits(cell):
             other = fast(*fused_call(rng, cell, 5, 1, 12, 32, "forward", lens_p=0.0)[0], **dict(
                 kw, reverse=[False]))
             assert other is not None
-        assert any(entry[0] is frozen[1] and entry[1] is frozen[2] for entry in driver._PANELS.values())
+        assert any(entry[0]() is frozen[1] and entry[1]() is frozen[2] for entry in driver._PANELS.values())
+        n = len(driver._PANELS)
+        del frozen  # the arrays freed: their entry leaves the cache (their addresses may be reused)
+        assert len(driver._PANELS) == n - 1
 
 
 @pytest.mark.parametrize("threads", [1, 2])

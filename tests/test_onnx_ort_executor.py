@@ -247,6 +247,39 @@ def test_recurrent_nodes_in_if_branches_run_partitioned():
         assert_close(got, ort_run(model, feeds), atol=2e-6)
 
 
+def test_partitions_tolerate_stale_shapes_and_constant_conditions():
+    """A value_info exported at batch 1 and run at batch 2 (onnxruntime tolerates it inside a whole model, and a
+    segment must too: only the graph's own inputs keep their declared shapes), and an If whose condition is an
+    initializer: both run partitioned and agree with onnxruntime."""
+    rng = np.random.default_rng(12)
+    T, B, I, H = 4, 2, 3, 5
+    tensor = lambda name, shape=None: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
+    nodes = [helper.make_node("Relu", ["X"], ["xr"]),
+             helper.make_node("LSTM", ["xr", "a_W", "a_R"], ["Y"], hidden_size=H),
+             helper.make_node("Relu", ["Y"], ["out"])]
+    model = make_model(nodes, [tensor("X", [T, "batch", I])], [tensor("out", [T, 1, "batch", H])],
+                       _lstm_inits("a_", rng, I, H))
+    model.graph.value_info.append(tensor("Y", [T, 1, 1, H]))  # stale: exported at batch 1
+    feeds = {"X": rng.uniform(-1, 1, (T, B, I)).astype(np.float32)}
+    m = fonnx.load(model, executor="onnxruntime")
+    assert m._ort_graph().partition is not None
+    assert_close(m.run(feeds), ort_run(model, feeds), atol=2e-6)
+    for flag in (True, False):
+        branch = {p: helper.make_graph([helper.make_node("LSTM", ["X", f"{p}_W", f"{p}_R"], ["", f"{p}_h"],
+                                                         hidden_size=H)], p, [], [tensor(f"{p}_h")])
+                  for p in ("t", "e")}
+        model = make_model([helper.make_node("If", ["flag"], ["h"], then_branch=branch["t"],
+                                             else_branch=branch["e"]),
+                            helper.make_node("Relu", ["h"], ["out"])],
+                           [tensor("X", [T, B, I])], [tensor("out")],
+                           [*_lstm_inits("t_", rng, I, H), *_lstm_inits("e_", rng, I, H),
+                            numpy_helper.from_array(np.array(flag), "flag")])
+        feeds = {"X": rng.uniform(-1, 1, (T, B, I)).astype(np.float32)}
+        m = fonnx.load(model, executor="onnxruntime")
+        assert [type(s).__name__ for s in m._ort_graph().partition.stages] == ["_Switch", "_Segment"]
+        assert_close(m.run(feeds), ort_run(model, feeds), atol=2e-6)
+
+
 def test_nodes_inside_if_loop_and_scan_bodies():
     rng = np.random.default_rng(5)
     dims = 4, 2, 3, 5

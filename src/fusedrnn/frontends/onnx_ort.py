@@ -151,23 +151,20 @@ class _Scope:
     initializers: dict = field(default_factory=dict)  # name -> TensorProto, this graph and its ancestors
 
 
-def _inferred(proto):
-    try:
-        return onnx.shape_inference.infer_shapes(proto)
-    except Exception:  # noqa: BLE001 -- inference is a best effort; initializers type most recurrent inputs
-        return proto
-
-
-def _top_types(inferred) -> dict:
-    """The inferred tensor types (element type and shape) of the top-level graph's values, by name."""
-    g = inferred.graph
-    return {vi.name: vi.type for vi in [*g.input, *g.value_info, *g.output]
+def _input_types(proto) -> dict:
+    """The declared tensor types (element type and shape) of the graph's inputs, by name. Only those: onnxruntime
+    enforces a session input's shape, and an exported model's value_info may be stale (a batch-1 export run at
+    batch 2), which a whole model tolerates."""
+    return {vi.name: vi.type for vi in proto.graph.input
             if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.elem_type}
 
 
-def _dtype_map(proto, inferred=None) -> dict:
+def _dtype_map(proto) -> dict:
     """Element types (numpy dtypes) of the values onnx's shape inference can type, subgraphs included."""
-    inferred = _inferred(proto) if inferred is None else inferred
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # noqa: BLE001 -- inference is a best effort; initializers type most recurrent inputs
+        inferred = proto
     out: dict = {}
 
     def visit(graph):
@@ -312,8 +309,7 @@ class OrtGraph:
             raise UnsupportedFeatureError(f"model: onnxruntime cannot load it: {_first_line(exc)}") from exc
         # a model whose recurrent nodes are all top-level runs as onnxruntime segments around them instead
         try:
-            inferred = _inferred(proto)
-            self.partition = partition(proto, set(overridable), _dtype_map(proto, inferred), _top_types(inferred))
+            self.partition = partition(proto, set(overridable), _dtype_map(proto), _input_types(proto))
         except Exception:  # noqa: BLE001 -- whatever the cut trips on, the Python-op bridge still runs the model
             self.partition = None
         self._lock = threading.Lock()

@@ -61,6 +61,7 @@ class _Switch:
     outer values it reads (``inputs``) on the branch the condition names."""
     node: object
     branches: dict        # True / False -> (Partition, its input names, its output names)
+    cond: object = None   # the condition's value where it is an initializer, else None (read from the values)
 
 
 def _reads(node) -> set:
@@ -140,7 +141,7 @@ class Partition:
             elif isinstance(stage, _Copies):
                 env.update((o, np.array(env[i])) for i, o in stage.pairs)
             elif isinstance(stage, _Switch):
-                cond = np.asarray(env[stage.node.input[0]])
+                cond = np.asarray(env[stage.node.input[0]] if stage.cond is None else stage.cond)
                 if cond.size != 1:
                     raise InputError(f"feeds: the condition {stage.node.input[0]!r} of node {stage.node.name!r} "
                                      f"(If) must hold one value, got shape {cond.shape}")
@@ -181,8 +182,8 @@ def _one_segment(model: onnx.ModelProto, inputs: list, outputs: list) -> Partiti
 
 def partition(proto: onnx.ModelProto, overridable, dtypes: dict, types: dict | None = None) -> Partition | None:
     """The model cut at its recurrent nodes (see the module's docstring), or None where it cannot be. ``dtypes``:
-    the numpy dtype of every value a segment reads or writes; ``types``: their inferred ``TypeProto`` (with shapes)
-    where known, so that onnxruntime optimises a segment as it does the whole model."""
+    the numpy dtype of every value a segment reads or writes; ``types``: the declared ``TypeProto`` (with shapes) of
+    the graph's inputs, which a segment reading them declares too."""
     graph = proto.graph
     if overridable or _nested(graph) or not _holds_recurrent(graph):
         return None
@@ -211,7 +212,7 @@ def partition(proto: onnx.ModelProto, overridable, dtypes: dict, types: dict | N
             if not g or not outputs:
                 continue
             needed = sorted(reads[k] - set(produced))
-            if all(n.op_type == "Identity" and n.input[0] not in inits for n in g):
+            if all(n.op_type == "Identity" and n.input[0] not in inits and n.input[0] in dtypes for n in g):
                 stages.append(_Copies([(n.input[0], n.output[0]) for n in g]))
                 continue
             inputs = [n for n in needed if n not in inits]
@@ -241,7 +242,8 @@ def partition(proto: onnx.ModelProto, overridable, dtypes: dict, types: dict | N
                 branches[attr.name == "then_branch"] = made
             if len(branches) != 2:
                 return None
-            stages.append(_Switch(g, branches))
+            cond = g.input[0]
+            stages.append(_Switch(g, branches, numpy_helper.to_array(inits[cond]) if cond in inits else None))
         else:
             slots = []
             for name in g.input:

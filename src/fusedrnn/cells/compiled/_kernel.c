@@ -84,8 +84,9 @@ typedef double vdu __attribute__((vector_size(32), aligned(8)));
 #define VD 4
 
 /* The float32 activations for a vector type T (lanes of float) with integer twin IT: T##_sigmoid, T##_tanh and
- * their helpers. Every lane computes the same operations whatever the width (the 16-wide instantiation for AVX-512
- * gives the 8-wide one's bits lane for lane: same constants, same steps, rcp14 in both). */
+ * their helpers. Every lane computes the same operations whatever the width: with AVX-512VL (every AVX-512 build
+ * level has it) the 16-wide instantiation gives the 8-wide one's bits lane for lane, rcp14 and one Newton step in
+ * both (an AVX-512F CPU without VL would refine the 8-wide estimate twice). */
 #define VACT(T, IT, RCP)                                                                                         \
 static inline T T##_splat(float a) { T v = {0}; return v + a; }                                                  \
 static inline T T##_select(IT m, T a, T b) {                                                                     \

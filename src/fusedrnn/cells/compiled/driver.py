@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import os
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 
@@ -90,8 +91,8 @@ def _default_threads() -> int:
 
 
 _switch = {"threads": _default_threads(), "last": None}
-_local = threading.local()  # per Python thread: the pack buffer, a thread_limit
 """Thread count and the last path taken (whether the kernel may run at all is the engine setting's)."""
+_local = threading.local()  # per Python thread: the pack buffer, a thread_limit
 
 THREAD_MIN_MACS = 1 << 18
 """Least recurrent work (multiply-adds per direction and call) for which a bidirectional call runs its second
@@ -426,8 +427,7 @@ def _run(prepared: tuple, x, W, R, h0, c0, reverse, optional):
         args.c = _ptr(c)
     args.threads = call_threads() if steps * B * GH * Hp >= THREAD_MIN_MACS else 1
     if batched:  # the packed [W | R]: made once for weights that cannot change, else room the kernel fills
-        args.Rpk, args.prepacked, made = _panels(Wc, Rc, args, D * GH * (I + Hp))
-        keep.append(made)
+        args.Rpk, args.prepacked, made = _panels(Wc, Rc, args, D * GH * (I + Hp), keep)
 
     run = lib.f32_run if dt == np.float32 else lib.f64_run
     ref = ctypes.byref(args)
@@ -460,29 +460,42 @@ def immutable(a: np.ndarray) -> bool:
 
 _PANELS: dict = {}
 _PANELS_MAX = 32
+_panels_lock = threading.Lock()
 
 
-def _panels(W: np.ndarray, R: np.ndarray, args, n: int):
+def _panels(W: np.ndarray, R: np.ndarray, args, n: int, keep: list):
     """(address of the batched path's packed [W | R], 1 when it is already filled, what to keep once the call
     has filled it or None). For immutable W and R (a loaded model's initializers) the packed copy the first call
-    makes is kept with the arrays themselves (so that their addresses cannot be reused): packing a batch-1 LSTM's
-    393 KiB cost about 8 µs of each call. Other weights are packed into this thread's buffer by every call."""
+    makes is kept until W or R is freed (weak references: an entry leaves the cache before its arrays' addresses
+    can be reused): packing a batch-1 LSTM's 393 KiB cost about 8 µs of each call. Other weights are packed into
+    this thread's buffer by every call. The call holds the packed copy it uses (``keep``): another thread may
+    drop the entry meanwhile."""
     if not (immutable(W) and immutable(R)):
         return _pack_buffer(n), 0, None
     key = (id(W), id(R), args.kind, args.lbr, tuple(args.gperm))
-    hit = _PANELS.get(key)
-    if hit is not None and hit[0] is W and hit[1] is R:
+    with _panels_lock:
+        hit = _PANELS.get(key)
+    if hit is not None and hit[0]() is W and hit[1]() is R:
+        keep.append(hit[2])
         return hit[3], 1, None
     buf = np.empty(n + 16, np.float32)
+    keep.append(buf)
     addr = buf.ctypes.data + 4 * ((-buf.ctypes.data % 64) // 4)
-    return addr, 0, (key, (W, R, buf, addr))
+    return addr, 0, (key, W, R, buf, addr)
+
+
+def _drop_panels(key) -> None:
+    with _panels_lock:
+        _PANELS.pop(key, None)
 
 
 def _keep_panels(made) -> None:
-    key, entry = made
-    if len(_PANELS) >= _PANELS_MAX:
-        _PANELS.pop(next(iter(_PANELS)))
-    _PANELS[key] = entry
+    key, W, R, buf, addr = made
+    gone = lambda _ref, key=key: _drop_panels(key)  # noqa: E731 -- W or R freed: the entry goes first
+    with _panels_lock:
+        if len(_PANELS) >= _PANELS_MAX:
+            _PANELS.pop(next(iter(_PANELS)))
+        _PANELS[key] = (weakref.ref(W, gone), weakref.ref(R, gone), buf, addr)
 
 
 def _pack_buffer(n: int) -> int:

@@ -34,6 +34,8 @@ def check_rank(arr: np.ndarray, rank: int, argument: str, meaning: str) -> None:
 
 
 def positive_int(value, argument: str) -> int:
+    if type(value) is int and value > 0:  # the common case first: an ABC check costs about 0.3 µs a call
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise AttributeValueError(f"{argument}: expected a positive integer, got {value!r}")
     return int(value)
@@ -54,7 +56,8 @@ def optional_positive_float(value, argument: str) -> float | None:
 
 def flag(value, argument: str) -> bool:
     """An ONNX 0/1 integer flag or a bool."""
-    if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+    if (type(value) is int and value in (0, 1)) or isinstance(value, (bool, np.bool_)) or (
+            isinstance(value, numbers.Integral) and value in (0, 1)):
         return bool(value)
     raise AttributeValueError(f"{argument}: expected 0 or 1, got {value!r}")
 
@@ -101,6 +104,8 @@ def compute_dtype(x: np.ndarray, dtype=None) -> np.dtype:
 
 def layout_value(value) -> int:
     """ONNX ``layout``: 0 (time-major) or 1 (batch-major)."""
+    if type(value) is int and value in (0, 1):
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value not in (0, 1):
         raise AttributeValueError(f"layout: expected 0 (time-major) or 1 (batch-major), got {value!r}")
     return int(value)

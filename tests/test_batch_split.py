@@ -117,6 +117,13 @@ def test_small_calls_and_one_thread_are_not_split(monkeypatch):
     finally:
         compiled.set_threads(old)
     assert calls == []
+    with compiled.thread_limit(1):  # a caller's limit (a partitioned model's one-thread mode) holds here too
+        compiled.set_threads(max(2, old))
+        try:
+            em(x)
+        finally:
+            compiled.set_threads(old)
+    assert calls == []
 
 
 def _blas_threads() -> list[int]:

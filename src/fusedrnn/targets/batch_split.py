@@ -152,7 +152,7 @@ class RowSplitter:
 
     def __call__(self, run: Callable, x: np.ndarray, states: tuple, lens: np.ndarray | None):
         T, B = x.shape[0], x.shape[1]
-        threads = driver.threads()
+        threads = driver.call_threads()
         blocks = self.blocks(T, B, threads)
         if len(blocks) == 1:
             return run(x, states, lens)

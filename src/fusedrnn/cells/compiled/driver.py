@@ -194,8 +194,9 @@ def pool_stats() -> dict[str, int] | None:
 
 @contextlib.contextmanager
 def thread_limit(n: int) -> Iterator[None]:
-    """Calls of the kernel made by this Python thread inside the block use at most ``n`` threads (a partitioned
-    model keeps its recurrent nodes on the caller's core while onnxruntime's segments take most of its time)."""
+    """Calls made by this Python thread inside the block use at most ``n`` threads: the compiled float loops, the
+    DynamicQuantizeLSTM kernel and the SDK targets' row and direction splits (a partitioned model keeps its
+    recurrent nodes on the caller's core while onnxruntime's segments take most of its time)."""
     old = getattr(_local, "limit", None)
     _local.limit = max(1, int(n))
     try:

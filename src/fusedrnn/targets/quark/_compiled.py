@@ -195,7 +195,7 @@ def run(lib, pk: Packed, x16: np.ndarray, h0: np.ndarray, c0: np.ndarray, *, deq
     yf = np.empty((T, D, B, H), np.float32) if dequantize else None
     accx = np.empty((D, ts, B, Gp), np.int64)
     # a batch-1 call of both directions runs them on two threads (larger batches are split by rows, RowSplitter)
-    split = D == 2 and B == 1 and driver.threads() >= 2 and T * G * (I + H) * D >= SPLIT_MIN_MACS
+    split = D == 2 and B == 1 and driver.call_threads() >= 2 and T * G * (I + H) * D >= SPLIT_MIN_MACS
     calls, keep = [], []
     for d0, d1 in ([(0, 1), (1, 2)] if split else [(0, D)]):
         acc = np.empty((B, Gp), np.int64)

@@ -225,20 +225,20 @@ def verify_lstm_gru(src: Source) -> dict:
     return {"defaults": defaults, "tensors": _TENSORS, "cases": cases}
 
 
+_RUNNER_LISTS = {"RUN_TEST_ALL_PRE_DATATYPES": "all_pre_tfrmd", "RUN_TEST_ALL_DLFLOAT16_PRE_DATATYPES":
+                 "dlfloat_pre_tfrmd", "RUN_TEST_ALL_QUANTIZED_PRE_DATATYPES": "quantized_pre_tfrmd",
+                 "RUN_TEST_ALL_INDEX_PRE_DATATYPES": "index_pre_tfrmd", "RUN_TEST_ALL_TFRMD_DATATYPES": "all_tfrmd",
+                 "RUN_TEST_ALL_DLFLOAT16_TFRMD_DATATYPES": "dlfloat_tfrmd",
+                 "RUN_TEST_ALL_QUANTIZED_TFRMD_DATATYPES": "quantized_tfrmd",
+                 "RUN_TEST_ALL_INDEX_TFRMD_DATATYPES": "index_tfrmd"}
+
+
 def tensor_desc_layouts(src: Source) -> dict:
     """``tests/testDriver_tensor_desc.c``'s verify_*_transformed_layout cases: the layout, whether concatenated, the
     dims, the expected transformed layout and status, and the data types each runs with (the RUN_TEST_ALL_* lists
     of tests/testsupport.c)."""
     text = _strip_comments(src.read("tests/testDriver_tensor_desc.c"))
-    support = _strip_comments(src.read("tests/testsupport.c"))
-    lists = {m.group(1): [t.strip() for t in m.group(2).split(",") if t.strip()] for m in
-             re.finditer(r"zdnn_data_types\s+(\w+)_types\[\w+\]\s*=\s*\{([^}]*)\}", support)}
-    runner_list = {"RUN_TEST_ALL_PRE_DATATYPES": "all_pre_tfrmd", "RUN_TEST_ALL_DLFLOAT16_PRE_DATATYPES":
-                   "dlfloat_pre_tfrmd", "RUN_TEST_ALL_QUANTIZED_PRE_DATATYPES": "quantized_pre_tfrmd",
-                   "RUN_TEST_ALL_INDEX_PRE_DATATYPES": "index_pre_tfrmd", "RUN_TEST_ALL_TFRMD_DATATYPES": "all_tfrmd",
-                   "RUN_TEST_ALL_DLFLOAT16_TFRMD_DATATYPES": "dlfloat_tfrmd",
-                   "RUN_TEST_ALL_QUANTIZED_TFRMD_DATATYPES": "quantized_tfrmd",
-                   "RUN_TEST_ALL_INDEX_TFRMD_DATATYPES": "index_tfrmd"}
+    lists = _type_lists(_strip_comments(src.read("tests/testsupport.c")))
     bodies = _functions(text)
     call = re.compile(r"verify_transformed_layout\(\s*(ZDNN_\w+),\s*(true|false),\s*(\d+),\s*(\d+),\s*(\d+),"
                       r"\s*(\d+),\s*(ZDNN_\w+),\s*(ZDNN_\w+)\)")
@@ -249,24 +249,21 @@ def tensor_desc_layouts(src: Source) -> dict:
         if c is None:
             continue
         lay, concat, d4, d3, d2, d1, to_layout, status = c.groups()
-        cases.append({"test": fname, "types": lists[runner_list[runner]], "layout": lay, "concat": concat == "true",
+        cases.append({"test": fname, "types": lists[_RUNNER_LISTS[runner]], "layout": lay, "concat": concat == "true",
                       "dims": [int(d4), int(d3), int(d2), int(d1)], "to_layout": to_layout, "status": status})
     return {"cases": cases}
 
 
-_RUNNER_LISTS = {"RUN_TEST_ALL_PRE_DATATYPES": "all_pre_tfrmd", "RUN_TEST_ALL_DLFLOAT16_PRE_DATATYPES":
-                 "dlfloat_pre_tfrmd", "RUN_TEST_ALL_QUANTIZED_PRE_DATATYPES": "quantized_pre_tfrmd",
-                 "RUN_TEST_ALL_INDEX_PRE_DATATYPES": "index_pre_tfrmd", "RUN_TEST_ALL_TFRMD_DATATYPES": "all_tfrmd",
-                 "RUN_TEST_ALL_DLFLOAT16_TFRMD_DATATYPES": "dlfloat_tfrmd",
-                 "RUN_TEST_ALL_QUANTIZED_TFRMD_DATATYPES": "quantized_tfrmd",
-                 "RUN_TEST_ALL_INDEX_TFRMD_DATATYPES": "index_tfrmd"}
+def _type_lists(support: str) -> dict[str, list[str]]:
+    """The data-type lists of tests/testsupport.c (``zdnn_data_types <name>_types[] = {...}``), by name."""
+    return {m.group(1): [t.strip() for t in m.group(2).split(",") if t.strip()] for m in
+            re.finditer(r"zdnn_data_types\s+(\w+)_types\[\w+\]\s*=\s*\{([^}]*)\}", support)}
 
 
 def _run_types(text: str, support: str) -> dict[str, list[str]]:
     """Per test function of a driver's main(): the data types it runs with. A plain RUN_TEST keeps the type the
     previous RUN_TEST_ALL_* left in ``test_datatype`` (its list's last)."""
-    lists = {m.group(1): [t.strip() for t in m.group(2).split(",") if t.strip()] for m in
-             re.finditer(r"zdnn_data_types\s+(\w+)_types\[\w+\]\s*=\s*\{([^}]*)\}", support)}
+    lists = _type_lists(support)
     out: dict[str, list[str]] = {}
     last = None
     for m in re.finditer(r"\b(RUN_TEST\w*)\(\s*(\w+)\s*\)", text.split("int main", 1)[1]):

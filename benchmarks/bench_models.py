@@ -76,6 +76,11 @@ def audio(rng, n: int) -> np.ndarray:
     return (0.3 * np.clip(np.sin(2 * np.pi * 4 * t), 0, None) * voiced + 0.01 * rng.normal(size=n)).astype(np.float32)
 
 
+def vad_frames(rng, n: int) -> np.ndarray:
+    """n frames of 576 samples for Silero VAD's sequence exports: 64 of context (zeros) + 512 of speech-like audio."""
+    return np.concatenate([np.zeros((n, 64), np.float32), audio(rng, n * 512).reshape(n, 512)], axis=1)
+
+
 def model_case(name: str, path, feeds: dict, threads: int | None = None) -> Case:
     import onnxruntime as ort
 
@@ -107,9 +112,8 @@ def whole_model_cases(folder: Path) -> list[Case]:
     zeros = np.zeros((1, 1, 128), np.float32)
     path = model_file(folder, "silero_vad_v6.onnx")
     if path is not None:
-        frames = np.concatenate([np.zeros((64, 64), np.float32), audio(rng, 64 * 512).reshape(64, 512)], axis=1)
         cases.append(model_case("silero_vad_v6 (faster-whisper), 64 frames", path,
-                                {"input": frames, "h": zeros, "c": zeros}))
+                                {"input": vad_frames(rng, 64), "h": zeros, "c": zeros}))
     path = model_file(folder, "silero_vad.onnx")
     if path is not None:
         cases.append(model_case("silero_vad (LSTMs in If), one 512-sample chunk", path,
@@ -117,9 +121,8 @@ def whole_model_cases(folder: Path) -> list[Case]:
                                  "sr": np.array(16000, np.int64)}))
     path = model_file(folder, "silero_vad_16k_sequence.onnx")
     if path is not None:
-        frames = np.concatenate([np.zeros((200, 64), np.float32), audio(rng, 200 * 512).reshape(200, 512)], axis=1)
         cases.append(model_case("silero_vad_16k_sequence, 200 frames", path,
-                                {"input": frames, "h": zeros, "c": zeros}))
+                                {"input": vad_frames(rng, 200), "h": zeros, "c": zeros}))
     path = model_file(folder, "common_old.onnx")
     if path is not None:
         image = np.ones((1, 1, 64, 160), np.float32)

@@ -20,6 +20,18 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED = (PROJECT_ROOT / ".." / "shared").resolve()
 
 
+@pytest.fixture(scope="session")
+def quark_kernel(tmp_path_factory):
+    """Quark's own ExtendedLSTM kernel, built once per test session from the amd-quark wheel (about 15 s of CPU),
+    or skip."""
+    from fusedrnn.targets.quark import reference
+
+    try:
+        return reference.build(tmp_path_factory.mktemp("quark_kernel"))
+    except reference.OracleUnavailable as e:
+        pytest.skip(f"Quark's kernel unavailable: {e}")
+
+
 def shared_dir(*parts: str) -> Path:
     """SHARED/<parts>, or skip the calling test when it is absent."""
     p = SHARED.joinpath(*parts)

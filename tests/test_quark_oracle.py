@@ -17,12 +17,9 @@ N_CONFIGS = 240
 CATEGORIES = ("plain", "pow2", "near_pow2", "y_pow2", "wrap", "y_zp_low", "symmetric", "overflow", "big")
 
 
-@pytest.fixture(scope="session")
-def kernel(tmp_path_factory):
-    try:
-        return reference.build(tmp_path_factory.mktemp("quark_kernel"))
-    except reference.OracleUnavailable as e:
-        pytest.skip(f"Quark's kernel unavailable: {e}")
+@pytest.fixture
+def kernel(quark_kernel):
+    return quark_kernel
 
 
 def _qparams(lo: float, hi: float) -> tuple[float, int]:

@@ -27,12 +27,9 @@ quantization = pytest.importorskip("onnxruntime.quantization")
 ort = pytest.importorskip("onnxruntime")
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    try:
-        return reference.build(tmp_path_factory.mktemp("quark_kernel_export"))
-    except reference.OracleUnavailable as e:
-        pytest.skip(f"Quark's kernel unavailable: {e}")
+@pytest.fixture
+def kernel(quark_kernel):
+    return quark_kernel
 
 
 def quark_rewrite(model: onnx.ModelProto) -> onnx.ModelProto:

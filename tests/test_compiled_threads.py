@@ -14,6 +14,7 @@ from test_compiled_recurrence import using_threads
 
 from fusedrnn.cells import Activation, compiled, gru_sequence, lstm_sequence
 from fusedrnn.cells.compiled import driver
+from fusedrnn.errors import FusedRNNError
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="compiled kernel unavailable")
 
@@ -113,6 +114,10 @@ def test_thread_limit_keeps_calls_on_the_callers_thread():
         assert compiled.pool_stats()["calls"] + compiled.pool_stats()["backoffs"] > after["calls"] + after["backoffs"]
         for g, w in zip(again, want, strict=True):
             assert np.array_equal(g, w)
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(FusedRNNError, match="thread_limit: n: expected a positive integer"):
+            with compiled.thread_limit(bad):
+                pass
 
 
 def test_concurrent_callers_get_their_own_results():

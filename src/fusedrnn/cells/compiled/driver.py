@@ -24,6 +24,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ...validation import positive_int
 from .. import setting
 from ..activations import Activation
 from ..kinds import DEFAULT_ACTIVATIONS, GATE_COUNT, LSTM_BLOCKS, LSTM_GATE_ORDERS
@@ -197,8 +198,9 @@ def thread_limit(n: int) -> Iterator[None]:
     """Calls made by this Python thread inside the block use at most ``n`` threads: the compiled float loops, the
     DynamicQuantizeLSTM kernel and the SDK targets' row and direction splits (a partitioned model keeps its
     recurrent nodes on the caller's core while onnxruntime's segments take most of its time)."""
+    n = positive_int(n, "thread_limit: n")
     old = getattr(_local, "limit", None)
-    _local.limit = max(1, int(n))
+    _local.limit = n
     try:
         yield
     finally:

@@ -20,10 +20,11 @@ import numpy as np
 
 from . import conventions
 from .cells.activations import Activation, parse_activations
+from .cells.compiled.driver import immutable
 from .cells.gru import gru_sequence
 from .cells.kinds import DEFAULT_ACTIVATIONS, GATE_COUNT
 from .cells.lstm import lstm_sequence
-from .cells.ort_qlstm import QuantizedWeights, dynamic_quantize_lstm_sequence, immutable
+from .cells.ort_qlstm import QuantizedWeights, dynamic_quantize_lstm_sequence
 from .cells.recurrence import DIRECTIONS, direction_flags
 from .cells.rnn import rnn_sequence
 from .cells.rounding import EXACT, RoundingPolicy

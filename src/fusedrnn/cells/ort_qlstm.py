@@ -410,5 +410,5 @@ def dynamic_quantize_lstm_sequence(x: np.ndarray, lens: np.ndarray, W: Quantized
     return _numpy_run(*args)
 
 
-__all__ = ["ACTIVATION_CODES", "QuantizedWeights", "dynamic_quantize_lstm_sequence", "immutable", "mlas_logistic",
-           "mlas_tanh", "quantize_block"]
+__all__ = ["ACTIVATION_CODES", "QuantizedWeights", "dynamic_quantize_lstm_sequence", "mlas_logistic", "mlas_tanh",
+           "quantize_block"]

@@ -14,6 +14,10 @@ when the run fails or is interrupted.
 Part (b), *large*: quiet, LSTM and GRU, forward and bidirectional, B = 1024, 4096, 8192 at T=50 I=64 H=128 and
 T=20 I=32 H=64, the same alternating timing.
 
+Part (c), *cores* (``--part cores``, not in ``both``): quiet, LSTM and GRU forward at S2, S3 and T=50 B=4096 I=64
+H=128 (plus LSTM bidirectional S2), every implementation with 1, 2, 4, 8, ... threads up to the CPUs this process
+may use (``--thread-counts`` to choose), then each library's speed-up over its own one-thread time.
+
 Every implementation runs with the same thread count (``--threads``, default: the CPUs this process may use). The
 table gives medians, the worst call, and fusedrnn's time ÷ the peer's (below 1: fusedrnn faster). The first outputs
 are compared (max |Δ| against onnxruntime; over ``--atol``: MISMATCH and exit status 1).
@@ -29,6 +33,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from fusedrnn.cells import compiled
 
 from .common import (
     SHAPES,
@@ -48,6 +54,10 @@ from .common import (
 BUSY_SHAPES = ("S1", "S2", "S4")
 LARGE_SHAPES = ((50, 64, 128), (20, 32, 64))  # (T, I, H)
 LARGE_BATCHES = (1024, 4096, 8192)
+CORE_CASES = (("lstm", "forward", "S2"), ("lstm", "forward", "S3"), ("lstm", "forward", "B4096"),
+              ("gru", "forward", "S2"), ("gru", "forward", "S3"), ("gru", "forward", "B4096"),
+              ("lstm", "bidirectional", "S2"))
+CORE_SHAPES = {**SHAPES, "B4096": Shape("B4096", 50, 4096, 64, 128)}
 STALL_FACTOR = 10.0
 SPIN = "import signal, sys\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\nwhile True:\n    pass\n"
 
@@ -194,14 +204,62 @@ def large_part(a, cells) -> list[dict]:
     return rows
 
 
+def thread_counts(cpus: int) -> list[int]:
+    """1, 2, 4, ... below ``cpus``, then ``cpus``."""
+    counts, n = [], 1
+    while n < cpus:
+        counts.append(n)
+        n *= 2
+    return counts + [cpus]
+
+
+def cores_part(a, cells) -> list[dict]:
+    """Each case at each thread count, every implementation with that many threads."""
+    rows = []
+    print(f"\n(c) quiet, threads {', '.join(map(str, a.thread_counts))}")
+    print(f"{'threads':>7} " + _header(False))
+    for cell, direction, shape in CORE_CASES:
+        if cell not in cells:
+            continue
+        p = make_problem(cell, direction, CORE_SHAPES[shape])
+        for n in a.thread_counts:
+            set_threads(n)
+            runners = _runners(p, not a.no_torch)
+            d, ok = _check(runners, a.atol)
+            load = ForeignLoad()
+            pool0 = compiled.pool_stats()
+            t = _time(runners, a.rounds, a.budget, a.gap)
+            row = _row(f"{cell} {direction[:5]} {CORE_SHAPES[shape].label()}", t)
+            pool = {k: v - pool0[k] for k, v in compiled.pool_stats().items()}  # what fusedrnn's helpers did
+            row.update(threads=n, maxdiff=d, mismatch=not ok, foreign=load.stop(), pool=pool)
+            rows.append(row)
+            print(f"{n:7d} " + _fmt(row, False), flush=True)
+    print("\nspeed-up over the library's own one-thread median (fusedrnn / ORT / torch):")
+    by_case: dict[str, dict[int, dict]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], {})[r["threads"]] = r
+    for case, per in by_case.items():
+        if 1 not in per:
+            continue
+        cells_ = []
+        for n, r in per.items():
+            ups = [per[1][lib]["median_ms"] / r[lib]["median_ms"] if lib in r and lib in per[1] else float("nan")
+                   for lib in ("fusedrnn", "ORT", "torch")]
+            cells_.append(f"{n}: " + " / ".join(f"{u:.1f}" for u in ups))
+        print(f"  {case:<34} " + "   ".join(cells_))
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_load", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer rounds, B=1024 and 4096 only, forward only")
-    ap.add_argument("--part", choices=("busy", "large", "both"), default="both")
+    ap.add_argument("--part", choices=("busy", "large", "both", "cores"), default="both")
     ap.add_argument("--cells", default="lstm,gru")
     ap.add_argument("--spinners", type=int, default=2, help="busy processes beside the timed one (default 2)")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads of every implementation (default: the CPUs this process may use)")
+    ap.add_argument("--thread-counts", default=None,
+                    help="comma list for --part cores (default: 1, 2, 4, ... and the CPUs this process may use)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--json", default=None, help="write every number here")
@@ -221,7 +279,11 @@ def main(argv=None) -> int:
         out["busy"] = busy_part(a, cells)
     if a.part in ("large", "both"):
         out["large"] = large_part(a, cells)
-    rows = out.get("busy", []) + out.get("large", [])
+    if a.part == "cores":
+        a.thread_counts = ([int(n) for n in a.thread_counts.split(",") if n] if a.thread_counts
+                           else thread_counts(threads))
+        out["cores"] = cores_part(a, cells)
+    rows = out.get("busy", []) + out.get("large", []) + out.get("cores", [])
     bad = [r["case"] for r in rows if r.get("mismatch")]
     stalls = sum(r.get("stalls", 0) for r in rows)
     print(f"\nstalls (busy calls over {STALL_FACTOR:g}× the library's own quiet median; 'ORT st.' for "

@@ -56,6 +56,8 @@ SPLIT_CASES = [
     (3, 512, 32, 32, "batched"),   # row blocks (large batch)
     (3, 301, 20, 48, "batched"),   # row blocks, a ragged last block
     (2, 2600, 4, 16, "batched"),   # row blocks that fit L2, also bidirectional
+    (3, 64, 96, 512, "batched"),   # panel groups sized to stay in L2 (a direction's panels are 4.8 MiB)
+    (2, 700, 48, 256, "batched"),  # panel groups times row blocks (16 threads: 4 x 12)
     (12, 3, 16, 32, "per-row"),    # the general path (two directions as two chunks)
 ]
 
@@ -63,7 +65,7 @@ SPLIT_CASES = [
 @pytest.mark.parametrize("T,B,I,H,path", SPLIT_CASES)
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_any_thread_count_gives_the_same_bits(cell, T, B, I, H, path, monkeypatch):  # noqa: E741
-    """Threads 2-5 (helpers beyond the machine's cores included) give outputs equal to one thread's, bit for bit,
+    """Threads 2-5, 8 and 16 (helpers beyond the machine's cores included) give outputs equal to one thread's, bit for bit,
     uni- and bidirectional, with and without sequence lengths; the pool took part in the split calls; and one
     thread agrees with the NumPy engine."""
     rng = np.random.default_rng(zlib.crc32(repr((cell, T, B, I, H)).encode()))  # the same cases every run
@@ -84,7 +86,7 @@ def test_any_thread_count_gives_the_same_bits(cell, T, B, I, H, path, monkeypatc
             np.testing.assert_allclose(w, r, rtol=0, atol=2e-5)
         steps = T if kw["lens"] is None else int(kw["lens"].max())
         split = steps * B * args[1].shape[1] * H >= driver.THREAD_MIN_MACS
-        for n in (2, 3, 4, 5):
+        for n in (2, 3, 4, 5, 8, 16):
             stats = compiled.pool_stats()
             before = stats["calls"] + stats["backoffs"]
             with using_threads(n):

@@ -230,10 +230,11 @@ static int batched_form(const rnn_args *a, int d) {
 }
 
 /* One call on the batched path. A step phase's chunk i is (direction d, row block, panel group), d slowest: the
- * tiles of rows [r0, r1) and panels [p0, p1) of direction d, row block inner. */
+ * tiles of rows [r0, r1) and panels [p0, p1) of direction d, panel group inner. */
 typedef struct {
     const rnn_args *a;
-    int form[2], ng, np, nrb, npg, rbs, s, pass;
+    int form[2], ng, np, nrb, npg, s, pass;
+    int rbs;    /* the most rows of a row block (bt_row0) */
     float *hbuf[2], *cbuf[2], *zbuf[2], *rh[2];  /* state of direction d */
     float *xg;  /* per thread: [rbs, I] gathered x rows (reverse with lens), thread tid at tid·xgs */
     long xgs;
@@ -242,6 +243,34 @@ typedef struct {
 } bctx;
 
 #define HOIST_STEPS 16
+
+/* Least multiply-adds per step and direction for which its tiles are split into several chunks; a chunk has at
+ * least half. SMALL: where the input part is hoisted (small batches) and a step streams R alone, so that a split
+ * halves each core's share of R (S1: LSTM I=64 H=128 at batch 1 in 0.10 ms on two threads against 0.15 ms on one;
+ * a phase costs about 0.1-0.2 µs of synchronisation). */
+#define SPLIT_MIN_MACS (1L << 20)
+#define SPLIT_MIN_MACS_SMALL (1L << 15)
+/* Rows of a row block: their [x | h] rows (RB·(I + H) floats) take about this many bytes (stays in L2 while the
+ * block's panels stream past it). */
+#ifndef ROW_BLOCK_BYTES
+#define ROW_BLOCK_BYTES (96L << 10)
+#endif
+/* Packed panels one thread may own and keep in its core's L2 from step to step (half of a 1 MiB L2: the rows and
+ * the outputs take the rest); a direction whose [W | R] is larger is cut into panel groups of at most this. */
+#ifndef PANEL_GROUP_BYTES
+#define PANEL_GROUP_BYTES (512L << 10)
+#endif
+/* Panels a chunk of several row tiles runs over all its tiles before the next ones (so they are read from L2, not
+ * from L3 or memory, once per tile). */
+#ifndef PANEL_BLOCK_BYTES
+#define PANEL_BLOCK_BYTES (256L << 10)
+#endif
+
+/* First row of row block k of c->nrb (k = nrb: B): the rows split evenly at tile (mr) boundaries. */
+static inline int bt_row0(const bctx *c, int k, int mr) {
+    const int B = c->a->B;
+    return k >= c->nrb ? B : (int)((long)B * k / c->nrb / mr * mr);
+}
 
 /* Small batches (fewer rows than a tile holds, so W would be streamed from cache every step for one or two rows):
  * the input part Σ_{k<I} W[u][k]·x_t[k] of the rows [r0, r1) and panels [p0, p1) of direction d for the steps
@@ -296,8 +325,8 @@ static void bt_part(const bctx *c, int d, int rbk, int pg, int s, int pass, int 
     const int B = a->B, H = a->H, I = a->I, GH = a->G * a->H, form = c->form[d], ng = c->ng;
     const long KK = (long)I + H, BH = (long)B * H;
     const int p0 = c->np * pg / c->npg, p1 = c->np * (pg + 1) / c->npg;
-    const int r0 = rbk * c->rbs, r1 = r0 + c->rbs < B ? r0 + c->rbs : B;
     const int mr = mr_for(ng), mr2 = mr_for(1);
+    const int r0 = bt_row0(c, rbk, mr), r1 = bt_row0(c, rbk + 1, mr);
     const int32_t *gp = a->gperm;
     const float *Pk = (const float *)a->Rpk + (long)d * GH * KK;  /* [np][I + H][ng·VW] */
     const float *Pn = Pk + (long)ng * H * KK;                      /* form 3: candidate panels [np][I + H][VW] */
@@ -330,12 +359,17 @@ static void bt_part(const bctx *c, int d, int rbk, int pg, int s, int pass, int 
      * still in L1 (a batch-1 LSTM with H = 64 has 104 KiB of [W | R], more than L1, streamed every step) */
     const int back = r1 - r0 <= m && ((s - a->s0) & 1);
     const long pst = (long)g * VW * KK;  /* floats per panel */
-    for (int rb = r0; rb < r1; rb += m) {
+    /* several row tiles: blocks of PANEL_BLOCK_BYTES of panels, each run over every tile before the next (so a
+     * tile reads them from L2); the tiles of block q, tile-major (it = q·ntile + tile) */
+    const int ntile = (r1 - r0 + m - 1) / m, pbk = (int)(PANEL_BLOCK_BYTES / (pst * 4));
+    const int pb = ntile == 1 ? p1 - p0 : pbk < 1 ? 1 : pbk;
+    for (int it = 0; it < (p1 - p0 + pb - 1) / pb * ntile; it++) {
+        const int q0 = p0 + it / ntile * pb, q1 = q0 + pb < p1 ? q0 + pb : p1, rb = r0 + it % ntile * m;
         const int mm = r1 - rb < m ? r1 - rb : m;
         const int per = mm == 1 ? 2 : 1;  /* panels per micro-kernel call */
-        const int nj = (p1 - p0 + per - 1) / per;
+        const int nj = (q1 - q0 + per - 1) / per;
         for (int j = 0; j < nj; j++) {
-            const int pj = p0 + (back ? nj - 1 - j : j) * per, ne = pj + per <= p1 ? per : 1;
+            const int pj = q0 + (back ? nj - 1 - j : j) * per, ne = pj + per <= q1 ? per : 1;
             const float *pan = (pass ? Pn : Pk) + pj * pst;
             const float *xr = xs + (long)(rb - r0) * I, *hr = (pass ? rh : hcur) + (long)rb * H;
             const float *init = NULL;
@@ -431,25 +465,28 @@ int f32_batched_ok(const rnn_args *a) {
     return 1;
 }
 
-/* Least multiply-adds per step and direction for which its tiles are split into several chunks; a chunk has at
- * least half. SMALL: where the input part is hoisted (small batches) and a step streams R alone, so that a split
- * halves each core's share of R (S1: LSTM I=64 H=128 at batch 1 in 0.10 ms on two threads against 0.15 ms on one;
- * a phase costs about 0.1-0.2 µs of synchronisation). */
-#define SPLIT_MIN_MACS (1L << 20)
-#define SPLIT_MIN_MACS_SMALL (1L << 15)
-/* Rows of a row block: their [x | h] rows (RB·(I + H) floats) take about this many bytes (stays in L2 while the
- * block's panels stream past it). */
-#define ROW_BLOCK_BYTES (96L << 10)
+/* The smallest divisor of n that is at least lo (n itself when none is smaller). */
+static long divisor_at_least(long n, long lo) {
+    for (long d = lo < 1 ? 1 : lo; d < n; d++)
+        if (n % d == 0) return d;
+    return n;
+}
 
-/* Chunking of a step for nth threads: row blocks of c->rbs rows (c->nrb of them) times c->npg panel groups. Small
- * batches split panels only (each thread keeps its panels' part of W and R in cache), or not at all where the
- * directions give every thread one (pipes); large ones split rows into blocks whose [x | h] stays in L2, also when
- * bidirectional (a direction per thread would move its whole state between cores whenever one thread is late). */
+/* Chunking of a step for nth threads: c->nrb row blocks times c->npg panel groups per direction.
+ * - Threads per direction tpd = nth / D (a bidirectional call's directions split the threads), fewer where a
+ *   step is too small to share (cap: chunks of at least SPLIT_MIN_MACS / 2).
+ * - Panel groups: enough that a group's panels (PANEL_GROUP_BYTES) stay in its thread's L2 from step to step
+ *   (the pool gives a thread the same chunks every step), and enough that row blocks keep >= 4 row tiles each;
+ *   a divisor of tpd, so that the chunks share out evenly, at most the panels there are.
+ * - Row blocks: tpd / npg, times as many as keep a block's [x | h] rows within ROW_BLOCK_BYTES where the batch
+ *   is large (so that each thread's rows stay local: large batches split rows, and a thread writes and reads the
+ *   same h rows every step).
+ * One direction per thread (pipes) where the directions give every thread one and the rows are few. */
 static void bt_plan(bctx *c, int nth) {
     const rnn_args *a = c->a;
     const int B = a->B, D = a->D, mr = mr_for(c->ng);
     const long KK = (long)a->I + a->H, macs = (long)B * a->G * a->H * (c->hoist ? a->H : KK);  /* per step */
-    c->nrb = 1; c->npg = 1; c->rbs = B;
+    c->nrb = 1; c->npg = 1;
     if (nth < 2) return;
     long rbs = ROW_BLOCK_BYTES / (KK * 4);
     rbs = rbs < mr ? mr : rbs / mr * mr;
@@ -457,22 +494,25 @@ static void bt_plan(bctx *c, int nth) {
      * weights outweigh its state (G·H·(I+H) > 3·B·H floats: LSTM S3 B=64 H=512): then row blocks would make every
      * thread stream both directions' weights each step, where a direction per thread streams one */
     const int large = B >= 2 * rbs && (D < 2 || 3L * B >= (long)a->G * KK);
-    long want = (nth + D - 1) / D;   /* chunks per direction so that every thread can take one */
-    long cap = macs / ((c->hoist ? SPLIT_MIN_MACS_SMALL : SPLIT_MIN_MACS) / 2);
+    const long cap = macs / ((c->hoist ? SPLIT_MIN_MACS_SMALL : SPLIT_MIN_MACS) / 2);
     if (!large && (D >= nth || cap < 2)) return;  /* a direction per thread (pipes), or too small to share */
-    if (want > cap) want = cap;
-    if (want < 1) want = 1;
-    if (large || B >= 4L * mr * want) {  /* blocks of rows, at least 2·want of them */
-        long nrb = (B + rbs - 1) / rbs;
-        if (nrb < 2 * want) nrb = 2 * want;
-        rbs = (B + nrb - 1) / nrb;
-        rbs = (rbs + mr - 1) / mr * mr;
-        if (nrb > POOL_CHUNKS / 2) { nrb = POOL_CHUNKS / 2; rbs = (B + nrb - 1) / nrb; }
-        c->rbs = (int)rbs;
-        c->nrb = (int)((B + rbs - 1) / rbs);
-    } else {
-        c->npg = (int)(want < c->np ? want : c->np);
+    long tpd = (nth + D - 1) / D;  /* chunks per direction so that every thread can take one */
+    if (tpd > cap) tpd = cap;
+    if (tpd < 1) tpd = 1;
+    const long wbytes = (long)a->G * a->H * (c->hoist ? a->H : KK) * 4;  /* a direction's panels, as streamed */
+    const long rows_max = B / (4L * mr) < 1 ? 1 : B / (4L * mr);       /* row blocks of >= 4 tiles */
+    long need = (wbytes + PANEL_GROUP_BYTES - 1) / PANEL_GROUP_BYTES, by_rows = (tpd + rows_max - 1) / rows_max;
+    long npg = divisor_at_least(tpd, need > by_rows ? need : by_rows);
+    if (npg > c->np) npg = c->np;
+    long nrb = (tpd + npg - 1) / npg;
+    if (large) {  /* as many more row blocks (a multiple of nrb) as keep each one's rows within ROW_BLOCK_BYTES */
+        const long fit = (B + rbs - 1) / rbs;
+        nrb *= (fit + nrb - 1) / nrb;
     }
+    if (nrb > B / mr) nrb = B / mr < 1 ? 1 : B / mr;
+    while (D * nrb * npg > POOL_CHUNKS / 2 && nrb > 1) nrb = (nrb + 1) / 2;
+    c->nrb = (int)nrb;
+    c->npg = (int)npg;
 }
 
 /* Steps [s0, s1) of every direction; returns 0, or -1 when memory cannot be allocated. */
@@ -488,6 +528,11 @@ static int f32_run_batched(const rnn_args *a) {
     bt_plan(&c, a->threads);
     team_begin(&team, D * c.nrb * c.npg >= 2 ? a->threads : 1);
     bt_plan(&c, team.nth);
+    c.rbs = 0;
+    for (int k = 0; k < c.nrb; k++) {
+        const int mr = mr_for(c.ng), n = bt_row0(&c, k + 1, mr) - bt_row0(&c, k, mr);
+        if (n > c.rbs) c.rbs = n;
+    }
     const long per = 2L * B * H + (a->kind == KIND_LSTM ? (long)B * H : 0) + (a->kind == KIND_GRU ? 2L * B * H : 0);
     const long xgn = PAD((long)c.rbs * I, 16);
     const long xqn = c.hoist ? (long)HOIST_STEPS * B * a->G * H : 0;

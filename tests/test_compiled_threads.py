@@ -65,8 +65,8 @@ SPLIT_CASES = [
 @pytest.mark.parametrize("T,B,I,H,path", SPLIT_CASES)
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_any_thread_count_gives_the_same_bits(cell, T, B, I, H, path, monkeypatch):  # noqa: E741
-    """Threads 2-5, 8 and 16 (helpers beyond the machine's cores included) give outputs equal to one thread's, bit for bit,
-    uni- and bidirectional, with and without sequence lengths; the pool took part in the split calls; and one
+    """Threads 2-5, 8 and 16 (helpers beyond the machine's cores included) give outputs equal to one thread's, bit
+    for bit, uni- and bidirectional, with and without sequence lengths; the pool took part in the split calls; and one
     thread agrees with the NumPy engine."""
     rng = np.random.default_rng(zlib.crc32(repr((cell, T, B, I, H)).encode()))  # the same cases every run
     if path == "rows":  # the batched path takes batch 1-2 by default where H is a multiple of its vector width

@@ -21,11 +21,13 @@
  * of finished chunks says the rest are; a call returns without waiting for helpers that claimed nothing.
  *
  * Contention: the caller watches its helpers (team_run). When they are often slower than the caller (their cores
- * shared with other processes), when none has taken a chunk for POOL_SOLO_NS, or when the caller once waited
- * POOL_WAIT_SOLO_NS (and over twice its own share of the phase) for a chunk a helper took (that helper was
- * descheduled mid-chunk), the rest of the call runs
- * on the caller alone (solo), without any synchronisation, and so do the calls of the next POOL_BACKOFF_NS (then
- * the helpers are tried again). Waiting spins briefly, then yields.
+ * shared with other processes), or when the caller once waited POOL_WAIT_SOLO_NS (and over twice its own share of
+ * the phase) for a chunk a helper took (that helper was descheduled mid-chunk), the rest of the call runs on half
+ * the threads, and so do the calls of the next POOL_BACKOFF_NS (then every thread is tried again); from two
+ * threads, or when no helper has taken a chunk for POOL_SOLO_NS, on the caller alone (solo), without any
+ * synchronisation. Halving, not going alone, is what keeps a 16-thread call from running 16 times slower because
+ * one of its cores was taken for a moment. Waiting spins briefly, then yields.
+ * A call of fewer threads than the pool holds wakes only the helpers it may use (a futex bit set per helper).
  *
  * Results do not depend on which thread ran a chunk, nor on how a step was cut into chunks: every output element
  * is computed the same way in any chunk (scratch memory is per thread id, tid 0 the caller, 1 .. threads - 1 the
@@ -41,11 +43,16 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-static void fx_wait(int *addr, int val) { syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0); }
-static void fx_wake(int *addr) { syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1 << 30, NULL, NULL, 0); }
+/* wait while *addr == val, as waiter bits; wake the waiters among bits (a helper's bit: 1 << tid mod 32) */
+static void fx_wait(int *addr, int val, unsigned bits) {
+    syscall(SYS_futex, addr, FUTEX_WAIT_BITSET_PRIVATE, val, NULL, NULL, bits);
+}
+static void fx_wake(int *addr, unsigned bits) {
+    syscall(SYS_futex, addr, FUTEX_WAKE_BITSET_PRIVATE, 1 << 30, NULL, NULL, bits);
+}
 #else
-static void fx_wait(int *addr, int val) { (void)addr; (void)val; sched_yield(); }
-static void fx_wake(int *addr) { (void)addr; }
+static void fx_wait(int *addr, int val, unsigned bits) { (void)addr; (void)val; (void)bits; sched_yield(); }
+static void fx_wake(int *addr, unsigned bits) { (void)addr; (void)bits; }
 #endif
 
 static long now_ns(void) {
@@ -69,7 +76,7 @@ static inline void cpu_relax(void) {
 #define POOL_SOLO_NS 5000000L      /* no chunk taken by a helper for 5 ms: the call goes on alone */
 #define POOL_WAIT_SOLO_NS 200000L  /* one wait of 0.2 ms (and 2x the caller's own part) for a helper's chunk: alone */
 #define POOL_WAKE_NS 200000L       /* a call wakes sleeping helpers at most once per 0.2 ms (a futex call each) */
-#define POOL_BACKOFF_NS 10000000L  /* after a call went on alone, calls in the next 10 ms run alone from the start */
+#define POOL_BACKOFF_NS 10000000L  /* after a call backed off, calls in the next 10 ms start with its threads */
 #define POOL_SLOW_TICKS 4000       /* a wait counts as slow beyond the caller's own time plus this (1-4 µs of TSC) */
 #define POOL_GRACE_TICKS 3000      /* the caller leaves a helper's own chunk to it this long (about 1-3 µs) */
 
@@ -86,16 +93,17 @@ typedef void (*pipe_fn)(void *ctx, int pipe, int step, int tid);
 
 /* Counters of the pool's life (relaxed; read by fusedrnn_pool_stats for tests and benchmarks): calls with
  * helpers, phases posted, chunks run by helpers, calls that went on alone, waits for a helper's chunk over
- * POOL_YIELD_NS, phases helpers scanned, helpers' sleeps, calls that ran alone within POOL_BACKOFF_NS of one that
- * went on alone. */
-static struct { long v; char pad[56]; } pool_stats[8] __attribute__((aligned(64)));  /* a cache line each */
-enum { PS_CALLS, PS_PHASES, PS_HELPER_CHUNKS, PS_SOLO, PS_LONG_WAITS, PS_SCANS, PS_SLEEPS, PS_BACKOFFS };
+ * POOL_YIELD_NS, phases helpers scanned, helpers' sleeps, calls that started with fewer threads (or alone) within
+ * POOL_BACKOFF_NS of one that backed off, calls that went on with half their threads. */
+#define PS_COUNT 9
+static struct { long v; char pad[56]; } pool_stats[PS_COUNT] __attribute__((aligned(64)));  /* a line each */
+enum { PS_CALLS, PS_PHASES, PS_HELPER_CHUNKS, PS_SOLO, PS_LONG_WAITS, PS_SCANS, PS_SLEEPS, PS_BACKOFFS, PS_HALVED };
 static inline void ps_add(int i, long v) { __atomic_add_fetch(&pool_stats[i].v, v, __ATOMIC_RELAXED); }
 
-/* Copies the first n (<= 8) counters into out; returns how many there are. */
+/* Copies the first n (<= PS_COUNT) counters into out; returns how many there are. */
 int fusedrnn_pool_stats(long *out, int n) {
-    for (int i = 0; i < n && i < 8; i++) out[i] = __atomic_load_n(&pool_stats[i].v, __ATOMIC_RELAXED);
-    return 8;
+    for (int i = 0; i < n && i < PS_COUNT; i++) out[i] = __atomic_load_n(&pool_stats[i].v, __ATOMIC_RELAXED);
+    return PS_COUNT;
 }
 
 /* The pool's state; what one side writes and the other reads often sits in a cache line of its own. */
@@ -103,7 +111,8 @@ static struct {
     pthread_mutex_t busy;     /* held by the caller whose call the pool runs */
     int started;              /* helpers running (0 again in a forked child) */
     uint32_t gen;             /* generation of the last phase (caller's copy) */
-    long backoff_until;       /* calls begun before this time run on the caller alone (sustained contention) */
+    long backoff_until;       /* calls begun before this time use at most backoff_nth threads (contention) */
+    int backoff_nth;
     uint64_t ticket __attribute__((aligned(64)));  /* see above; closed (n = 0) between phases of no call */
     chunk_fn fn __attribute__((aligned(64)));      /* the posted phase (written only when it changes) */
     void *ctx;
@@ -111,7 +120,7 @@ static struct {
     int pipe_steps;
     unsigned done __attribute__((aligned(64)));    /* chunks finished by helpers, ever (wraps) */
     int wake __attribute__((aligned(64)));         /* futex word: bumped to wake sleeping helpers */
-    int wake_sleepers;
+    uint64_t sleeping;                             /* bit tid: helper tid is (about to be) asleep */
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER};
 
 /* pipe k of a team_pipes call: generation (32 bits) | next step (30 bits) | done | busy (a cache line each) */
@@ -266,11 +275,12 @@ static void *pool_main(void *p) {
                 else if (t - t0 > POOL_SPIN_NS) break;
             }
         }
-        __atomic_add_fetch(&pool.wake_sleepers, 1, __ATOMIC_SEQ_CST);
+        __atomic_or_fetch(&pool.sleeping, 1ULL << tid, __ATOMIC_SEQ_CST);
         ps_add(PS_SLEEPS, 1);
         /* a phase posted before we counted ourselves is seen here (seq_cst on both sides) */
-        if (!pool_has_work(tid) && __atomic_load_n(&pool.wake, __ATOMIC_SEQ_CST) == w) fx_wait(&pool.wake, w);
-        __atomic_sub_fetch(&pool.wake_sleepers, 1, __ATOMIC_SEQ_CST);
+        if (!pool_has_work(tid) && __atomic_load_n(&pool.wake, __ATOMIC_SEQ_CST) == w)
+            fx_wait(&pool.wake, w, 1u << (tid & 31));
+        __atomic_and_fetch(&pool.sleeping, ~(1ULL << tid), __ATOMIC_SEQ_CST);
         seen = 0;
     }
     return NULL;
@@ -281,7 +291,7 @@ static void pool_after_fork_child(void) {
     pool.busy = fresh;
     pool.ticket = TK_MAKE(pool.gen + 1, 1, 0);  /* a phase in flight in the parent is not the child's */
     pool.gen++;
-    pool.wake_sleepers = 0;
+    pool.sleeping = 0;
     pool.started = 0;  /* the helpers did not survive the fork: start new ones when needed */
 }
 
@@ -356,10 +366,13 @@ static void team_begin(team_t *t, int want) {
     t->woke = t->alone_since = 0;
     if (want > POOL_MAX) want = POOL_MAX;
     if (want < 2 || pthread_mutex_trylock(&pool.busy) != 0) return;
-    if (now_ns() < pool.backoff_until) {  /* helpers were late moments ago: do not count on them yet */
+    if (now_ns() < pool.backoff_until) {  /* helpers were late moments ago: count on fewer of them, or none */
         ps_add(PS_BACKOFFS, 1);
-        pthread_mutex_unlock(&pool.busy);
-        return;
+        if (want > pool.backoff_nth) want = pool.backoff_nth;
+        if (want < 2) {
+            pthread_mutex_unlock(&pool.busy);
+            return;
+        }
     }
     while (pool.started < want - 1 && pool_start(pool.started + 1)) pool.started++;
     if (pool.started == 0) {
@@ -373,8 +386,40 @@ static void team_begin(team_t *t, int want) {
 static void team_go_solo(team_t *t) {
     ps_add(PS_SOLO, 1);
     pool.backoff_until = now_ns() + POOL_BACKOFF_NS;
+    pool.backoff_nth = 1;
     t->solo = 1;  /* helpers late, slow or descheduled: the rest of the call on this thread */
     __atomic_store_n(&pool.ticket, TK_MAKE(pool.gen, 1, 0), __ATOMIC_RELEASE);
+}
+
+/* Contention (between phases, no chunk outstanding): the rest of the call on half the threads, the caller alone
+ * from two; the calls of the next POOL_BACKOFF_NS start with as many. */
+static void team_back_off(team_t *t) {
+    if (t->nth <= 3) { team_go_solo(t); return; }
+    ps_add(PS_HALVED, 1);
+    t->nth /= 2;
+    t->slow = t->alone = 0;
+    pool.backoff_until = now_ns() + POOL_BACKOFF_NS;
+    pool.backoff_nth = t->nth;
+}
+
+/* The bits of the helpers a call of nth threads may use (1 .. nth - 1), as futex waiter bits (tid mod 32). */
+static unsigned team_bits(int nth) {
+    const uint64_t m = (nth >= 64 ? ~0ULL : (1ULL << nth) - 1) & ~1ULL;
+    return (unsigned)m | (unsigned)(m >> 32);
+}
+
+/* Wakes the sleeping helpers of a call of nth threads (at most once per POOL_WAKE_NS when rate-limited); 1 when
+ * one of them was asleep. */
+static int team_wake(team_t *t, int rate_limited) {
+    const uint64_t m = (t->nth >= 64 ? ~0ULL : (1ULL << t->nth) - 1) & ~1ULL;
+    if (!(__atomic_load_n(&pool.sleeping, __ATOMIC_SEQ_CST) & m)) return 0;
+    const long tn = now_ns();
+    if (!rate_limited || tn - t->woke > POOL_WAKE_NS) {
+        t->woke = tn;
+        __atomic_add_fetch(&pool.wake, 1, __ATOMIC_SEQ_CST);
+        fx_wake(&pool.wake, team_bits(t->nth));
+    }
+    return 1;
 }
 
 /* The phase fn(ctx, i, tid) for the chunks i < n, each run once by some thread of the call; returns when all
@@ -397,16 +442,9 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
     pool_next_gen();
     const uint64_t ta = ticks();
     __atomic_store_n(&pool.ticket, TK_MAKE(pool.gen, t->nth, n), __ATOMIC_SEQ_CST);
-    int waking = 0;  /* a helper asleep when the phase began: its late start is the wake-up, not contention */
-    if (__atomic_load_n(&pool.wake_sleepers, __ATOMIC_SEQ_CST)) {  /* helpers asleep: wake them, not every phase */
-        const long tn = now_ns();
-        waking = 1;
-        if (tn - t->woke > POOL_WAKE_NS) {
-            t->woke = tn;
-            __atomic_add_fetch(&pool.wake, 1, __ATOMIC_SEQ_CST);
-            fx_wake(&pool.wake);
-        }
-    }
+    /* a helper asleep when the phase began: its late start is the wake-up, not contention (woken at most once
+     * per POOL_WAKE_NS, not every phase) */
+    const int waking = team_wake(t, 1);
     /* a grace for late helpers only while they kept up in the last phase: an absent helper costs nothing */
     const int mine = pool_claim_all_(0, t->alone ? 0 : POOL_GRACE_TICKS);
     if (__atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) - d0 != (unsigned)(n - mine)) {
@@ -428,11 +466,11 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
             long waited = now_ns() - t0;
             if (waited > POOL_YIELD_NS) ps_add(PS_LONG_WAITS, 1);
             /* long in time and against the caller's own share (a 0.2 ms wait in a 5 ms step is no reason) */
-            if (!waking && waited > POOL_WAIT_SOLO_NS && tc - tb > 2 * (tb - ta)) { team_go_solo(t); return; }
+            if (!waking && waited > POOL_WAIT_SOLO_NS && tc - tb > 2 * (tb - ta)) { team_back_off(t); return; }
         }
         if (tc - tb > tb - ta + POOL_SLOW_TICKS) t->slow += 4;
         else if (t->slow) t->slow--;
-        if (t->slow >= 64) { team_go_solo(t); return; }
+        if (t->slow >= 64) { team_back_off(t); return; }
     } else if (t->slow) {
         t->slow--;
     }
@@ -463,10 +501,7 @@ static void team_pipes(team_t *t, pipe_fn fn, void *ctx, int npipes, int nsteps)
     for (int k = 0; k < npipes; k++) __atomic_store_n(&pool_pipes[k].w, PW_MAKE(pool.gen, 0, 0), __ATOMIC_RELAXED);
     const uint64_t v = TK_MAKE(pool.gen, t->nth, npipes) | (1ULL << 31);
     __atomic_store_n(&pool.ticket, v, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&pool.wake_sleepers, __ATOMIC_SEQ_CST)) {
-        __atomic_add_fetch(&pool.wake, 1, __ATOMIC_SEQ_CST);
-        fx_wake(&pool.wake);
-    }
+    team_wake(t, 0);
     pool_pipe_work(0, v, 1);
 }
 

@@ -176,7 +176,7 @@ def last_path() -> str | None:
     return _switch["last"]
 
 
-POOL_STATS = ("calls", "phases", "helper_chunks", "solo", "long_waits", "scans", "sleeps", "backoffs")
+POOL_STATS = ("calls", "phases", "helper_chunks", "solo", "long_waits", "scans", "sleeps", "backoffs", "halved")
 
 
 def pool_stats() -> dict[str, int] | None:
@@ -184,7 +184,8 @@ def pool_stats() -> dict[str, int] | None:
     helpers, phases (steps or passes, or a bidirectional call's two direction pipes) posted to them, chunks (or
     pipe steps) the helpers ran, calls that went on alone because the helpers were late, slow or descheduled,
     waits over 20 µs for a chunk a helper held, phases the helpers looked at, times a helper went to sleep, calls
-    that ran alone from the start because one had gone on alone less than 10 ms before."""
+    that started with fewer threads (or alone) because one had backed off less than 10 ms before, calls that went
+    on with half their threads (contention with many threads)."""
     lib = _build.load()
     if lib is None:
         return None

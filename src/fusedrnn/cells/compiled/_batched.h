@@ -249,7 +249,14 @@ typedef struct {
  * halves each core's share of R (S1: LSTM I=64 H=128 at batch 1 in 0.10 ms on two threads against 0.15 ms on one;
  * a phase costs about 0.1-0.2 µs of synchronisation). */
 #define SPLIT_MIN_MACS (1L << 20)
+#ifndef SPLIT_MIN_MACS_SMALL
 #define SPLIT_MIN_MACS_SMALL (1L << 15)
+#endif
+/* Fewest row tiles of a row block where panel groups could be cut instead (a row tile shares each panel load
+ * among its rows; a panel group shares nothing but needs every row's h). */
+#ifndef ROW_BLOCK_MIN_TILES
+#define ROW_BLOCK_MIN_TILES 4
+#endif
 /* Rows of a row block: their [x | h] rows (RB·(I + H) floats) take about this many bytes (stays in L2 while the
  * block's panels stream past it). */
 #ifndef ROW_BLOCK_BYTES
@@ -476,7 +483,8 @@ static long divisor_at_least(long n, long lo) {
  * - Threads per direction tpd = nth / D (a bidirectional call's directions split the threads), fewer where a
  *   step is too small to share (cap: chunks of at least SPLIT_MIN_MACS / 2).
  * - Panel groups: enough that a group's panels (PANEL_GROUP_BYTES) stay in its thread's L2 from step to step
- *   (the pool gives a thread the same chunks every step), and enough that row blocks keep >= 4 row tiles each;
+ *   (the pool gives a thread the same chunks every step), and enough that row blocks keep ROW_BLOCK_MIN_TILES
+ *   row tiles each;
  *   a divisor of tpd, so that the chunks share out evenly, at most the panels there are.
  * - Row blocks: tpd / npg, times as many as keep a block's [x | h] rows within ROW_BLOCK_BYTES where the batch
  *   is large (so that each thread's rows stay local: large batches split rows, and a thread writes and reads the
@@ -500,7 +508,7 @@ static void bt_plan(bctx *c, int nth) {
     if (tpd > cap) tpd = cap;
     if (tpd < 1) tpd = 1;
     const long wbytes = (long)a->G * a->H * (c->hoist ? a->H : KK) * 4;  /* a direction's panels, as streamed */
-    const long rows_max = B / (4L * mr) < 1 ? 1 : B / (4L * mr);       /* row blocks of >= 4 tiles */
+    const long rows_max = B / (ROW_BLOCK_MIN_TILES * (long)mr) < 1 ? 1 : B / (ROW_BLOCK_MIN_TILES * (long)mr);
     long need = (wbytes + PANEL_GROUP_BYTES - 1) / PANEL_GROUP_BYTES, by_rows = (tpd + rows_max - 1) / rows_max;
     long npg = divisor_at_least(tpd, need > by_rows ? need : by_rows);
     if (npg > c->np) npg = c->np;

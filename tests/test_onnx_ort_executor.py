@@ -323,6 +323,51 @@ def test_weights_computed_by_other_nodes():
     assert_close(got, ort_run(model, feeds), atol=2e-6)
 
 
+def test_weights_built_from_constants_are_folded_before_the_cut():
+    """An LSTM whose W, R and B an exporter builds from Constant weights (Slice, Concat, Unsqueeze: PyTorch's gate
+    order to ONNX's) gets them as folded constants, immutable, so that they are packed once: no segment computes
+    them on every call. A constant that is a graph output and a random node stay nodes; the outputs equal the
+    reference executor's bit for bit."""
+    from fusedrnn.cells.compiled import driver
+    from fusedrnn.frontends import onnx_partition
+
+    rng = np.random.default_rng(23)
+    T, B, I, H = 5, 2, 3, 4
+
+    def const(name, a):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(a), name + "_t"))
+
+    w = rng.uniform(-0.5, 0.5, (4 * H, I)).astype(np.float32)
+    r = rng.uniform(-0.5, 0.5, (4 * H, H)).astype(np.float32)
+    b = rng.uniform(-0.5, 0.5, (8 * H,)).astype(np.float32)
+    nodes = [const("w", w), const("r", r), const("b", b), const("axes", np.array([0], np.int64)),
+             const("mid", np.array([2 * H], np.int64)), const("end", np.array([4 * H], np.int64)),
+             helper.make_node("Slice", ["w", "mid", "end", "axes"], ["w_hi"]),  # W's two halves of gates swapped
+             helper.make_node("Slice", ["w", "axes", "mid", "axes"], ["w_lo"]),
+             helper.make_node("Concat", ["w_hi", "w_lo"], ["w_cat"], axis=0),
+             helper.make_node("Unsqueeze", ["w_cat", "axes"], ["W"]),
+             helper.make_node("Unsqueeze", ["r", "axes"], ["R"]),
+             helper.make_node("Unsqueeze", ["b", "axes"], ["Bias"]),
+             const("shown", np.array([1.5], np.float32)),  # a graph output: not folded
+             helper.make_node("RandomUniformLike", ["X"], ["noise"], low=0.0, high=0.0),  # never folded
+             helper.make_node("Add", ["X", "noise"], ["Xn"]),
+             helper.make_node("LSTM", ["Xn", "W", "R", "Bias"], ["Y", "Yh"], hidden_size=H)]
+    model = make_model(nodes, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, B, I])],
+                       [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+                        helper.make_tensor_value_info("shown", TensorProto.FLOAT, None)])
+    feeds = {"X": rng.uniform(-1, 1, (T, B, I)).astype(np.float32)}
+    m = fonnx.load(model, executor="onnxruntime")
+    stages = m._ort_graph().partition.stages
+    lstm = next(s for s in stages if isinstance(s, onnx_partition._Recurrent))
+    assert [s[0] for s in lstm.slots[1:4]] == ["const"] * 3
+    assert all(driver.immutable(s[1]) for s in lstm.slots[1:4])
+    np.testing.assert_array_equal(lstm.slots[1][1][0], np.concatenate([w[2 * H:], w[: 2 * H]]))
+    got, ref = both(model, feeds)
+    assert_same(got, ref)
+    assert_close(got, ort_run(model, feeds), atol=2e-6)
+    assert got["shown"].tolist() == [1.5]
+
+
 @pytest.mark.parametrize("wdt", [np.uint8, np.int8])
 def test_dynamic_quantize_lstm_matches_reference(wdt):
     """com.microsoft::DynamicQuantizeLSTM, natively and on a float target, with X computed by a node."""

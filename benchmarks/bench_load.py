@@ -227,10 +227,10 @@ def cores_part(a, cells) -> list[dict]:
             runners = _runners(p, not a.no_torch)
             d, ok = _check(runners, a.atol)
             load = ForeignLoad()
-            pool0 = compiled.pool_stats()
+            pool0 = compiled.pool_stats() or {}
             t = _time(runners, a.rounds, a.budget, a.gap)
             row = _row(f"{cell} {direction[:5]} {CORE_SHAPES[shape].label()}", t)
-            pool = {k: v - pool0[k] for k, v in compiled.pool_stats().items()}  # what fusedrnn's helpers did
+            pool = {k: v - pool0[k] for k, v in (compiled.pool_stats() or {}).items()}  # what fusedrnn's helpers did
             row.update(threads=n, maxdiff=d, mismatch=not ok, foreign=load.stop(), pool=pool)
             rows.append(row)
             print(f"{n:7d} " + _fmt(row, False), flush=True)

@@ -368,6 +368,34 @@ def test_weights_built_from_constants_are_folded_before_the_cut():
     assert got["shown"].tolist() == [1.5]
 
 
+def test_constant_folding_leaves_quantization_and_random_nodes():
+    """DequantizeLinear of constant int8 weights stays a node (onnxruntime fuses it into integer kernels; folding it
+    to float weights changed a QDQ model's results), and so does a Dropout in training mode (a new mask each run);
+    an Unsqueeze of a constant is folded."""
+    from fusedrnn.frontends import onnx_partition
+
+    w8 = numpy_helper.from_array(np.arange(-6, 6, dtype=np.int8).reshape(3, 4), "w8")
+    scale = numpy_helper.from_array(np.float32(0.1), "scale")
+    ratio = numpy_helper.from_array(np.float32(0.5), "ratio")
+    train = numpy_helper.from_array(np.array(True), "train")
+    axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
+    nodes = [helper.make_node("DequantizeLinear", ["w8", "scale"], ["w"]),
+             helper.make_node("Dropout", ["w8f", "ratio", "train"], ["dropped"]),
+             helper.make_node("Unsqueeze", ["w8f", "axes"], ["w8u"]),
+             helper.make_node("MatMul", ["X", "w"], ["a"]),
+             helper.make_node("MatMul", ["X", "dropped"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["c"]),
+             helper.make_node("Mul", ["c", "w8u"], ["out"])]
+    w8f = numpy_helper.from_array(np.ones((3, 4), np.float32), "w8f")
+    model = make_model(nodes, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
+                       [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                       [w8, scale, ratio, train, axes, w8f], opset=13)
+    dtypes = {n: np.dtype(np.float32) for n in ("w", "dropped", "w8u", "a", "b", "c", "out", "X")}
+    folded = onnx_partition._fold_constants(model, dtypes)
+    assert [n.op_type for n in folded.graph.node] == ["DequantizeLinear", "Dropout", "MatMul", "MatMul", "Add", "Mul"]
+    assert "w8u" in {t.name for t in folded.graph.initializer}
+
+
 @pytest.mark.parametrize("wdt", [np.uint8, np.int8])
 def test_dynamic_quantize_lstm_matches_reference(wdt):
     """com.microsoft::DynamicQuantizeLSTM, natively and on a float target, with X computed by a node."""

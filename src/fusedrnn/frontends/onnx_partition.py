@@ -89,9 +89,13 @@ def _outer_reads(graph) -> set:
     return reads
 
 
-NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                              "Multinomial", "Bernoulli"})
-"""Operators never folded into constants: a new value on every run."""
+NEVER_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                          "Bernoulli", "Dropout", "QuantizeLinear", "DequantizeLinear"})
+"""Operators never folded into constants: random ones (a new value on every run; Dropout in training mode), and the
+quantization pair, which onnxruntime leaves in place so that it can fuse ``DequantizeLinear`` of int8 weights into
+integer kernels (``QLinearMatMul``): folding it to float weights changed a QDQ model's results."""
+FOLD_MAX_BYTES = 64 << 20
+"""Most bytes of folded values per graph (more: nothing is folded; each is held in several copies while loading)."""
 
 
 def _fold_constants(proto: onnx.ModelProto, dtypes: dict) -> onnx.ModelProto:
@@ -106,7 +110,7 @@ def _fold_constants(proto: onnx.ModelProto, dtypes: dict) -> onnx.ModelProto:
     outputs = {o.name for o in graph.output}
     folded, kept = [], []
     for node in graph.node:
-        if (node.op_type not in NONDETERMINISTIC and recurrent_op(node) is None and not any(subgraphs(node))
+        if (node.op_type not in NEVER_FOLDED and recurrent_op(node) is None and not any(subgraphs(node))
                 and node.domain in ("", "ai.onnx") and not outputs.intersection(node.output)
                 and all(i == "" or i in known for i in node.input)):
             folded.append(node)
@@ -128,6 +132,8 @@ def _fold_constants(proto: onnx.ModelProto, dtypes: dict) -> onnx.ModelProto:
     try:
         values = session.run(wanted, {})
     except Exception:  # noqa: BLE001 -- onnxruntime's own error types: the segments will run these nodes
+        return proto
+    if sum(np.asarray(v).nbytes for v in values) > FOLD_MAX_BYTES:
         return proto
     out = onnx.ModelProto()
     out.CopyFrom(proto)

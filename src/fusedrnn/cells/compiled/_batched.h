@@ -480,7 +480,7 @@ static long divisor_at_least(long n, long lo) {
 }
 
 /* Chunking of a step for nth threads: c->nrb row blocks times c->npg panel groups per direction.
- * - Threads per direction tpd = nth / D (a bidirectional call's directions split the threads), fewer where a
+ * - Threads per direction tpd = ⌈nth / D⌉ (a bidirectional call's directions split the threads), fewer where a
  *   step is too small to share (cap: chunks of at least SPLIT_MIN_MACS / 2).
  * - Panel groups: enough that a group's panels (PANEL_GROUP_BYTES) stay in its thread's L2 from step to step
  *   (the pool gives a thread the same chunks every step), and enough that row blocks keep ROW_BLOCK_MIN_TILES

@@ -23,8 +23,8 @@
  * Contention: the caller watches its helpers (team_run). When they are often slower than the caller (their cores
  * shared with other processes), or when the caller once waited POOL_WAIT_SOLO_NS (and over twice its own share of
  * the phase) for a chunk a helper took (that helper was descheduled mid-chunk), the rest of the call runs on half
- * the threads, and so do the calls of the next POOL_BACKOFF_NS (then every thread is tried again); from two
- * threads, or when no helper has taken a chunk for POOL_SOLO_NS, on the caller alone (solo), without any
+ * the threads, and so do the calls of the next POOL_BACKOFF_NS (then every thread is tried again); from three
+ * threads or fewer, or when no helper has taken a chunk for POOL_SOLO_NS, on the caller alone (solo), without any
  * synchronisation. Halving, not going alone, is what keeps a 16-thread call from running 16 times slower because
  * one of its cores was taken for a moment. Waiting spins briefly, then yields.
  * A call of fewer threads than the pool holds wakes only the helpers it may use (a futex bit set per helper).
@@ -366,9 +366,9 @@ static void team_begin(team_t *t, int want) {
     t->woke = t->alone_since = 0;
     if (want > POOL_MAX) want = POOL_MAX;
     if (want < 2 || pthread_mutex_trylock(&pool.busy) != 0) return;
-    if (now_ns() < pool.backoff_until) {  /* helpers were late moments ago: count on fewer of them, or none */
+    if (now_ns() < pool.backoff_until && want > pool.backoff_nth) {  /* helpers were late moments ago */
         ps_add(PS_BACKOFFS, 1);
-        if (want > pool.backoff_nth) want = pool.backoff_nth;
+        want = pool.backoff_nth;
         if (want < 2) {
             pthread_mutex_unlock(&pool.busy);
             return;
@@ -392,7 +392,7 @@ static void team_go_solo(team_t *t) {
 }
 
 /* Contention (between phases, no chunk outstanding): the rest of the call on half the threads, the caller alone
- * from two; the calls of the next POOL_BACKOFF_NS start with as many. */
+ * from three or fewer; the calls of the next POOL_BACKOFF_NS start with as many. */
 static void team_back_off(team_t *t) {
     if (t->nth <= 3) { team_go_solo(t); return; }
     ps_add(PS_HALVED, 1);

@@ -20,13 +20,22 @@
  * be waiting for that chunk. The caller returns from a phase when its own chunks are done and the helpers' count
  * of finished chunks says the rest are; a call returns without waiting for helpers that claimed nothing.
  *
- * Contention: the caller watches its helpers (team_run). When they are often slower than the caller (their cores
- * shared with other processes), or when the caller once waited POOL_WAIT_SOLO_NS (and over twice its own share of
- * the phase) for a chunk a helper took (that helper was descheduled mid-chunk), the rest of the call runs on half
- * the threads, and so do the calls of the next POOL_BACKOFF_NS (then every thread is tried again); from three
- * threads or fewer, or when no helper has taken a chunk for POOL_SOLO_NS, on the caller alone (solo), without any
- * synchronisation. Halving, not going alone, is what keeps a 16-thread call from running 16 times slower because
- * one of its cores was taken for a moment. Waiting spins briefly, then yields.
+ * Contention: a helper whose core is shared with other processes holds up nothing it has not claimed; the caller
+ * waits only for a chunk a helper took and was descheduled in the middle of (spinning briefly, then yielding,
+ * which lets a helper on the caller's own core run). Going on with fewer threads does not shorten that wait, and
+ * measured it cost: beside two busy processes on two cores an LSTM S2 call took 19-25 ms in 7 of 8 runs when
+ * the call went alone after helpers had been slower than the caller in one phase of five, or after one wait of
+ * 0.2 ms, against 14-17 ms in 7 of 7 runs without those rules (the helper, idle while the call went alone, slept,
+ * and woke on the caller's core). So only a wait of POOL_WAIT_BACKOFF_NS (a helper starved across several
+ * scheduler slices: far more runnable threads than cores, or a stopped process) makes the rest of the call run
+ * on half the threads, and the calls of the next POOL_BACKOFF_NS start with as many (then every thread is tried
+ * again); from three threads or fewer, or when no helper has taken a chunk for POOL_SOLO_NS, on the caller alone
+ * (solo), without any synchronisation. Halving, not going alone, is what keeps a 16-thread call from running 16
+ * times slower because one of its cores was taken.
+ * A helper that finds itself on the caller's CPU moves to another (pool_leave_cpu): there each waits for the
+ * other, and the scheduler keeps two busy processes on one core and the caller with its helper on the other
+ * (that split is balanced by count). The bad runs above were that (the helper took a fifth of the chunks and
+ * slept ten times a call).
  * A call of fewer threads than the pool holds wakes only the helpers it may use (a futex bit set per helper).
  *
  * Results do not depend on which thread ran a chunk, nor on how a step was cut into chunks: every output element
@@ -71,13 +80,20 @@ static inline void cpu_relax(void) {
 
 #define POOL_MAX 64                /* threads of one call, the caller included */
 #define POOL_CHUNKS 4096           /* most chunks of one phase (a larger phase runs on the caller alone) */
+#ifndef POOL_SPIN_NS
 #define POOL_SPIN_NS 1000000L      /* an idle helper spins up to 1 ms for the next phase, then sleeps */
+#endif
 #define POOL_YIELD_NS 20000L       /* a caller waiting for a helper's chunk spins 20 µs, then yields */
+#ifndef POOL_SOLO_NS
 #define POOL_SOLO_NS 5000000L      /* no chunk taken by a helper for 5 ms: the call goes on alone */
-#define POOL_WAIT_SOLO_NS 200000L  /* one wait of 0.2 ms (and 2x the caller's own part) for a helper's chunk: alone */
+#endif
+#ifndef POOL_WAIT_BACKOFF_NS
+#define POOL_WAIT_BACKOFF_NS 20000000L  /* one wait of 20 ms for a helper's chunk: half the threads */
+#endif
 #define POOL_WAKE_NS 200000L       /* a call wakes sleeping helpers at most once per 0.2 ms (a futex call each) */
+#ifndef POOL_BACKOFF_NS
 #define POOL_BACKOFF_NS 10000000L  /* after a call backed off, calls in the next 10 ms start with its threads */
-#define POOL_SLOW_TICKS 4000       /* a wait counts as slow beyond the caller's own time plus this (1-4 µs of TSC) */
+#endif
 #define POOL_GRACE_TICKS 3000      /* the caller leaves a helper's own chunk to it this long (about 1-3 µs) */
 
 #define TK_GEN(v) ((uint32_t)((v) >> 32))
@@ -94,10 +110,12 @@ typedef void (*pipe_fn)(void *ctx, int pipe, int step, int tid);
 /* Counters of the pool's life (relaxed; read by fusedrnn_pool_stats for tests and benchmarks): calls with
  * helpers, phases posted, chunks run by helpers, calls that went on alone, waits for a helper's chunk over
  * POOL_YIELD_NS, phases helpers scanned, helpers' sleeps, calls that started with fewer threads (or alone) within
- * POOL_BACKOFF_NS of one that backed off, calls that went on with half their threads. */
-#define PS_COUNT 9
+ * POOL_BACKOFF_NS of one that backed off, calls that went on with half their threads, helpers that moved off the
+ * caller's CPU. */
+#define PS_COUNT 10
 static struct { long v; char pad[56]; } pool_stats[PS_COUNT] __attribute__((aligned(64)));  /* a line each */
-enum { PS_CALLS, PS_PHASES, PS_HELPER_CHUNKS, PS_SOLO, PS_LONG_WAITS, PS_SCANS, PS_SLEEPS, PS_BACKOFFS, PS_HALVED };
+enum { PS_CALLS, PS_PHASES, PS_HELPER_CHUNKS, PS_SOLO, PS_LONG_WAITS, PS_SCANS, PS_SLEEPS, PS_BACKOFFS, PS_HALVED,
+       PS_MOVED };
 static inline void ps_add(int i, long v) { __atomic_add_fetch(&pool_stats[i].v, v, __ATOMIC_RELAXED); }
 
 /* Copies the first n (<= PS_COUNT) counters into out; returns how many there are. */
@@ -115,6 +133,7 @@ static struct {
     int backoff_nth;
     uint64_t ticket __attribute__((aligned(64)));  /* see above; closed (n = 0) between phases of no call */
     chunk_fn fn __attribute__((aligned(64)));      /* the posted phase (written only when it changes) */
+    int caller_cpu;                                /* the CPU the caller last posted a phase from (-1: unknown) */
     void *ctx;
     pipe_fn pfn;
     int pipe_steps;
@@ -251,9 +270,41 @@ static int pool_claim_all_(int tid, uint64_t grace) {
 
 static int pool_claim_all(int tid) { return pool_claim_all_(tid, 0); }
 
+#if defined(__linux__)
+static cpu_set_t pool_cpus;  /* the CPUs the process could use when the first helper started */
+static int pool_cpus_known;
+
+/* Moves the calling helper off the caller's CPU when it runs there (at most once per POOL_SPIN_NS: the caller may
+ * have moved since it posted the phase): its affinity without that CPU, then the whole set again (the thread stays
+ * where it was moved until the scheduler moves it). */
+static void pool_leave_cpu(long *last) {
+    const int cc = __atomic_load_n(&pool.caller_cpu, __ATOMIC_RELAXED);
+    if (cc < 0 || cc >= CPU_SETSIZE || !pool_cpus_known || sched_getcpu() != cc || CPU_COUNT(&pool_cpus) < 2)
+        return;
+    const long tn = now_ns();
+    if (tn - *last < POOL_SPIN_NS) return;
+    *last = tn;
+    cpu_set_t other = pool_cpus;
+    CPU_CLR(cc, &other);
+    if (CPU_COUNT(&other) && pthread_setaffinity_np(pthread_self(), sizeof other, &other) == 0) {
+        pthread_setaffinity_np(pthread_self(), sizeof pool_cpus, &pool_cpus);
+        ps_add(PS_MOVED, 1);
+    }
+}
+
+static void pool_note_caller_cpu(void) {
+    const int cpu = sched_getcpu();
+    if (pool.caller_cpu != cpu) __atomic_store_n(&pool.caller_cpu, cpu, __ATOMIC_RELAXED);
+}
+#else
+static void pool_leave_cpu(long *last) { (void)last; }
+static void pool_note_caller_cpu(void) {}
+#endif
+
 static void *pool_main(void *p) {
     const int tid = (int)(intptr_t)p;
     uint64_t seen = 0;  /* the last phase this helper scanned: nothing new appears in it (chunks only get taken) */
+    long moved = 0;     /* when this helper last left the caller's CPU */
     for (;;) {
         int w = __atomic_load_n(&pool.wake, __ATOMIC_ACQUIRE);
         long t0 = 0;
@@ -263,6 +314,7 @@ static void *pool_main(void *p) {
                 seen = v;
                 if (tid >= TK_NTH(v) && TK_N(v)) break;  /* a call with fewer threads: sleep, do not spin */
                 ps_add(PS_SCANS, 1);
+                pool_leave_cpu(&moved);
                 pool_claim_all(tid);
                 t0 = 0;
                 spin = 0;
@@ -321,6 +373,10 @@ static int pool_start(int tid) {
     int cpu = sched_getcpu();
     if (st && cpu >= 0 && cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof st->all, &st->all) == 0
         && CPU_COUNT(&st->all) > 1 && CPU_ISSET(cpu, &st->all)) {
+        if (!pool_cpus_known) {  /* before the first helper starts: every helper sees it */
+            pool_cpus = st->all;
+            pool_cpus_known = 1;
+        }
         cpu_set_t other = st->all;
         CPU_CLR(cpu, &other);
         st->tid = tid;
@@ -352,7 +408,6 @@ static inline uint64_t ticks(void) {
 typedef struct {
     int nth;         /* threads of the call, the caller included (1: the caller alone, no pool held) */
     int solo;        /* 1 once contention made the call go on alone */
-    int slow;        /* score of phases where the caller waited for helpers longer than its own chunks took */
     int alone;       /* consecutive phases the caller ran every chunk of */
     long woke;       /* when the caller last woke sleeping helpers */
     long alone_since;  /* when the current run of phases without help began */
@@ -362,7 +417,7 @@ typedef struct {
  * caller or no helper can be started). team_end must follow. */
 static void team_begin(team_t *t, int want) {
     t->nth = 1;
-    t->solo = t->slow = t->alone = 0;
+    t->solo = t->alone = 0;
     t->woke = t->alone_since = 0;
     if (want > POOL_MAX) want = POOL_MAX;
     if (want < 2 || pthread_mutex_trylock(&pool.busy) != 0) return;
@@ -397,7 +452,7 @@ static void team_back_off(team_t *t) {
     if (t->nth <= 3) { team_go_solo(t); return; }
     ps_add(PS_HALVED, 1);
     t->nth /= 2;
-    t->slow = t->alone = 0;
+    t->alone = 0;
     pool.backoff_until = now_ns() + POOL_BACKOFF_NS;
     pool.backoff_nth = t->nth;
 }
@@ -425,11 +480,8 @@ static int team_wake(team_t *t, int rate_limited) {
 /* The phase fn(ctx, i, tid) for the chunks i < n, each run once by some thread of the call; returns when all
  * are done (their writes visible here).
  *
- * Contention is judged per phase: a wait for helpers' chunks longer than the caller's own chunks took (plus
- * POOL_SLOW_TICKS: cross-core hand-over alone takes a fraction of a microsecond) counts as a slow phase (+4), any
- * other phase -1; at a score of 64 (about one phase in five slow, sustained), after one wait over
- * POOL_WAIT_SOLO_NS and over twice the caller's own chunks' time, or when for 64 phases and POOL_SOLO_NS no helper
- * took a chunk, the call goes on alone. */
+ * Contention (see the top of this file): after one wait over POOL_WAIT_BACKOFF_NS the call goes on with half its
+ * threads; when for 64 phases and POOL_SOLO_NS no helper took a chunk, alone. */
 static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
     if (t->nth < 2 || t->solo || n < 2 || n > POOL_CHUNKS) {
         for (int i = 0; i < n; i++) fn(ctx, i, 0);
@@ -440,7 +492,7 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
     if (pool.ctx != ctx) pool.ctx = ctx;
     const unsigned d0 = __atomic_load_n(&pool.done, __ATOMIC_RELAXED);  /* no helper holds a chunk now */
     pool_next_gen();
-    const uint64_t ta = ticks();
+    pool_note_caller_cpu();
     __atomic_store_n(&pool.ticket, TK_MAKE(pool.gen, t->nth, n), __ATOMIC_SEQ_CST);
     /* a helper asleep when the phase began: its late start is the wake-up, not contention (woken at most once
      * per POOL_WAKE_NS, not every phase) */
@@ -448,7 +500,6 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
     /* a grace for late helpers only while they kept up in the last phase: an absent helper costs nothing */
     const int mine = pool_claim_all_(0, t->alone ? 0 : POOL_GRACE_TICKS);
     if (__atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) - d0 != (unsigned)(n - mine)) {
-        const uint64_t tb = ticks();
         long t0 = 0;
         for (int spin = 0; __atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) - d0 != (unsigned)(n - mine); spin++) {
             cpu_relax();
@@ -461,18 +512,11 @@ static void team_run(team_t *t, chunk_fn fn, void *ctx, int n) {
                 } else if (tn - t0 > POOL_YIELD_NS) sched_yield();
             }
         }
-        const uint64_t tc = ticks();
         if (t0) {
             long waited = now_ns() - t0;
             if (waited > POOL_YIELD_NS) ps_add(PS_LONG_WAITS, 1);
-            /* long in time and against the caller's own share (a 0.2 ms wait in a 5 ms step is no reason) */
-            if (!waking && waited > POOL_WAIT_SOLO_NS && tc - tb > 2 * (tb - ta)) { team_back_off(t); return; }
+            if (!waking && waited > POOL_WAIT_BACKOFF_NS) { team_back_off(t); return; }
         }
-        if (tc - tb > tb - ta + POOL_SLOW_TICKS) t->slow += 4;
-        else if (t->slow) t->slow--;
-        if (t->slow >= 64) { team_back_off(t); return; }
-    } else if (t->slow) {
-        t->slow--;
     }
     if (mine < n) {
         t->alone = 0;
@@ -499,6 +543,7 @@ static void team_pipes(team_t *t, pipe_fn fn, void *ctx, int npipes, int nsteps)
     pool.ctx = ctx;
     pool.pipe_steps = nsteps;
     for (int k = 0; k < npipes; k++) __atomic_store_n(&pool_pipes[k].w, PW_MAKE(pool.gen, 0, 0), __ATOMIC_RELAXED);
+    pool_note_caller_cpu();
     const uint64_t v = TK_MAKE(pool.gen, t->nth, npipes) | (1ULL << 31);
     __atomic_store_n(&pool.ticket, v, __ATOMIC_SEQ_CST);
     team_wake(t, 0);

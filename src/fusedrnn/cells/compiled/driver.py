@@ -179,7 +179,8 @@ def last_path() -> str | None:
     return _switch["last"]
 
 
-POOL_STATS = ("calls", "phases", "helper_chunks", "solo", "long_waits", "scans", "sleeps", "backoffs", "halved")
+POOL_STATS = ("calls", "phases", "helper_chunks", "solo", "long_waits", "scans", "sleeps", "backoffs", "halved",
+              "moved")
 
 
 def pool_stats() -> dict[str, int] | None:
@@ -188,7 +189,7 @@ def pool_stats() -> dict[str, int] | None:
     pipe steps) the helpers ran, calls that went on alone because the helpers were late, slow or descheduled,
     waits over 20 µs for a chunk a helper held, phases the helpers looked at, times a helper went to sleep, calls
     that started with fewer threads (or alone) because one had backed off less than 10 ms before, calls that went
-    on with half their threads (contention with many threads)."""
+    on with half their threads (contention with many threads), helpers that moved off the caller's CPU."""
     lib = _build.load()
     if lib is None:
         return None

@@ -476,26 +476,40 @@ def _set_pair(a, pair, g0: int, n: int) -> None:
         a.shift[0], a.zp_in = int(pair.shift), 0
 
 
-def _base(flavor, mode, r0, M, reverse, wrap, valid, h, G):
-    """The kernel arguments the LSTM and GRU loops share, for G gates of M units: returns (keep, args, h, Y), the
-    state ``h`` as a contiguous int64 copy the kernel updates and Y [T, B, M] it fills."""
+def _static_base(a, flavor: str, mode: str, M: int, wrap: bool) -> None:
+    """The kernel arguments of the LSTM and GRU loops that depend on the layer only (flavour, sizes, ranges)."""
+    a.flavor, a.mode, a.M, a.K = FLAVOR_CODE[flavor], 0 if mode == "up" else 1, M, M
+    a.wrap, a.acc64 = int(wrap), int(wrap or flavor == "fx16")
+    a.io_lo, a.io_hi = A.lim(D.IO_BITS[flavor])
+    a.Kp = C.even(M)
+
+
+def _call_base(a, r0, reverse, valid, h, G):
+    """The kernel arguments of one call, for G gates of M = a.M units: returns (keep, h, Y), the state ``h`` as a
+    contiguous int64 copy the kernel updates and Y [T, B, M] it fills; the scratch rows are the call's own (calls
+    of one layer may run at once on several threads)."""
     T, B, _ = r0.shape
+    M = a.M
     keep = C._Keep()
     h = np.ascontiguousarray(h, np.int64)
     Y = np.zeros((T, B, M), np.int64)
-    a = C.Mli2Args()
-    a.flavor, a.mode, a.T, a.B, a.M, a.K = FLAVOR_CODE[flavor], 0 if mode == "up" else 1, T, B, M, M
+    a.T, a.B = T, B
     a.reverse, a.r0_64, a.r0 = int(reverse), int(r0.dtype == np.int64), keep(r0)
-    a.wrap, a.acc64 = int(wrap), int(wrap or flavor == "fx16")
-    a.io_lo, a.io_hi = A.lim(D.IO_BITS[flavor])
     a.valid = None if valid is None else keep(valid, np.uint8)
     a.h, a.Y = h.ctypes.data, Y.ctypes.data
-    a.Kp = C.even(M)
     a.hk = keep(np.zeros((B, a.Kp), np.int16))
     a.acc = keep(np.empty((B, G * M), np.int64))
     a.acc32 = keep(np.empty((B, C.padded_columns(G * M)), np.int32))
     a.tmp = keep(np.empty((B, 8 * M), np.int64))
     a.xu = keep(np.empty((B, -(-M // 4) * 4), np.uint8))
+    return keep, h, Y
+
+
+def _base(flavor, mode, r0, M, reverse, wrap, valid, h, G):
+    """Both parts of the arguments at once: returns (keep, args, h, Y) (see :func:`_call_base`)."""
+    a = C.Mli2Args()
+    _static_base(a, flavor, mode, M, wrap)
+    keep, h, Y = _call_base(a, r0, reverse, valid, h, G)
     return keep, a, h, Y
 
 
@@ -503,13 +517,19 @@ def _ranges(T: int, changes: bool):
     return [(0, min(T, 1), 0), (1, T, 1)] if changes else [(0, T, 0)]
 
 
-def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, luts, mode, act, reverse, valid,
-                   cache):
+def _lstm_static(Wo, rmat, wrap, q, qir, luts, mode, act, cache):
+    """The LSTM loop's arguments that depend on the layer only, as (bytes of a ``Mli2Args``, what they point at):
+    sizes, packed weights, activation tables, element-wise operations. Made once per ``cache`` (the direction's:
+    its weights and quantization are fixed, like the packed weights kept there) and table set, luts kept with the
+    entry so that its id stays theirs; without a cache, for this call."""
+    key = ("lstm_static", id(luts), mode, act, bool(wrap))
+    hit = None if cache is None else cache.get(key)
+    if hit is not None:
+        return hit[0], hit[1]
     flavor = q.flavor
-    T = r0.shape[0]
-    keep, a, h, Y = _base(flavor, mode, r0, Wo.shape[-1], reverse, wrap, valid, h, 4)
-    c = np.ascontiguousarray(c, np.int64)
-    a.c = c.ctypes.data
+    keep = C._Keep()
+    a = C.Mli2Args()
+    _static_base(a, flavor, mode, Wo.shape[-1], wrap)
     wt, w2 = _weights_t(cache, "wo_t16", Wo)
     a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(rmat.column_sums, np.int64)
     if flavor == "sa8":
@@ -522,11 +542,26 @@ def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, lut
         qa = SA8_OUT[act] if flavor == "sa8" else 15
     _set_ops(a, keep, [("mul", q.cell, qs, q.cell), ("mul", qt, qs, qt), ("add", q.cell, qt, q.cell),
                        ("mul", qa, qs, q.out)], flavor, mode)
+    raw = bytes(a)
+    if cache is not None:
+        cache[key] = (raw, keep, luts)
+    return raw, keep
+
+
+def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, luts, mode, act, reverse, valid,
+                   cache):
+    T = r0.shape[0]
+    raw, static = _lstm_static(Wo, rmat, wrap, q, qir, luts, mode, act, cache)
+    a = C.Mli2Args.from_buffer_copy(raw)
+    keep, h, Y = _call_base(a, r0, reverse, valid, h, 4)
+    c = np.ascontiguousarray(c, np.int64)
+    a.c = c.ctypes.data
     for s0, s1, k in _ranges(T, q.h0 != q.out):
         if s1 > s0:
             _set_pair(a, (pair_h0, pair_out)[k], 0, 4)
             a.s0, a.s1 = s0, s1
             lib.mli2_lstm(a)
+    del static, keep  # what the arguments point at, held until the kernel returned
     return Y, h, c
 
 

@@ -187,9 +187,10 @@ def pool_stats() -> dict[str, int] | None:
     """Counters of the kernel's thread pool since the process started (None without the kernel): calls that had
     helpers, phases (steps or passes, or a bidirectional call's two direction pipes) posted to them, chunks (or
     pipe steps) the helpers ran, calls that went on alone (no helper took a chunk for 5 ms, or one wait of 20 ms
-    for a helper's chunk with three threads or fewer), waits over 20 µs for a chunk a helper held, phases the helpers looked at, times a helper went to sleep, calls
-    that started with fewer threads (or alone) because one had backed off less than 10 ms before, calls that went
-    on with half their threads (contention with many threads), helpers that moved off the caller's CPU."""
+    for a helper's chunk with three threads or fewer), waits over 20 µs for a chunk a helper held, phases the
+    helpers looked at, times a helper went to sleep, calls that started with fewer threads (or alone) because one
+    had backed off less than 10 ms before, calls that went on with half their threads (contention with many
+    threads), helpers that moved off the caller's CPU."""
     lib = _build.load()
     if lib is None:
         return None

@@ -66,7 +66,8 @@ LIBRARIES: dict[str, NativeLibrary] = {lib.name: lib for lib in (
     NativeLibrary("quark", "targets/quark/_kernel.c", (), "quark_abi_version",
                   ("-ffp-contract=off", "-fwrapv", "-fno-fast-math", "-fno-trapping-math")),
     # onnxruntime's DynamicQuantizeLSTM: float32 operations rounded one by one, FMAs only where MLAS has them
-    NativeLibrary("ortq", "cells/compiled/_ortq.c", (), "ortq_abi_version", ("-ffp-contract=off",)),
+    NativeLibrary("ortq", "cells/compiled/_ortq.c", ("cells/compiled/_pool.h",), "ortq_abi_version",
+                  ("-ffp-contract=off",)),
     # the C library's expf over arrays, call for call (numerics/eigen.py)
     NativeLibrary("libm", "numerics/_libm.c", (), "fusedrnn_libm_abi",
                   ("-ffp-contract=off", "-fno-fast-math", "-fno-tree-vectorize")),

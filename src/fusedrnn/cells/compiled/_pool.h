@@ -140,7 +140,7 @@ static struct {
     unsigned done __attribute__((aligned(64)));    /* chunks finished by helpers, ever (wraps) */
     int wake __attribute__((aligned(64)));         /* futex word: bumped to wake sleeping helpers */
     uint64_t sleeping;                             /* bit tid: helper tid is (about to be) asleep */
-} pool = {.busy = PTHREAD_MUTEX_INITIALIZER};
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .caller_cpu = -1};
 
 /* pipe k of a team_pipes call: generation (32 bits) | next step (30 bits) | done | busy (a cache line each) */
 static struct { uint64_t w; char pad[56]; } pool_pipes[POOL_PIPES] __attribute__((aligned(64)));
@@ -271,25 +271,31 @@ static int pool_claim_all_(int tid, uint64_t grace) {
 static int pool_claim_all(int tid) { return pool_claim_all_(tid, 0); }
 
 #if defined(__linux__)
-static cpu_set_t pool_cpus;  /* the CPUs the process could use when the first helper started */
-static int pool_cpus_known;
+/* A helper's CPU move in progress: its own affinity set, to be restored (a failed restore is retried). */
+typedef struct { cpu_set_t own; int narrowed; long last; } pool_move_t;
 
 /* Moves the calling helper off the caller's CPU when it runs there (at most once per POOL_SPIN_NS: the caller may
- * have moved since it posted the phase): its affinity without that CPU, then the whole set again (the thread stays
- * where it was moved until the scheduler moves it). */
-static void pool_leave_cpu(long *last) {
-    const int cc = __atomic_load_n(&pool.caller_cpu, __ATOMIC_RELAXED);
-    if (cc < 0 || cc >= CPU_SETSIZE || !pool_cpus_known || sched_getcpu() != cc || CPU_COUNT(&pool_cpus) < 2)
+ * have moved since it posted the phase): its own affinity set without that CPU, then its own set again (the thread
+ * stays where it was moved until the scheduler moves it). The helper's own set, read each time, keeps any
+ * narrowing made since it started (taskset, a forked child pinning itself). */
+static void pool_leave_cpu(pool_move_t *m) {
+    if (m->narrowed) {  /* the last restore failed: try again */
+        if (pthread_setaffinity_np(pthread_self(), sizeof m->own, &m->own) == 0) m->narrowed = 0;
         return;
-    const long tn = now_ns();
-    if (tn - *last < POOL_SPIN_NS) return;
-    *last = tn;
-    cpu_set_t other = pool_cpus;
-    CPU_CLR(cc, &other);
-    if (CPU_COUNT(&other) && pthread_setaffinity_np(pthread_self(), sizeof other, &other) == 0) {
-        pthread_setaffinity_np(pthread_self(), sizeof pool_cpus, &pool_cpus);
-        ps_add(PS_MOVED, 1);
     }
+    const int cc = __atomic_load_n(&pool.caller_cpu, __ATOMIC_RELAXED);
+    if (cc < 0 || cc >= CPU_SETSIZE || sched_getcpu() != cc) return;
+    const long tn = now_ns();
+    if (tn - m->last < POOL_SPIN_NS) return;
+    m->last = tn;
+    if (pthread_getaffinity_np(pthread_self(), sizeof m->own, &m->own) != 0 || !CPU_ISSET(cc, &m->own)
+        || CPU_COUNT(&m->own) < 2)
+        return;
+    cpu_set_t other = m->own;
+    CPU_CLR(cc, &other);
+    if (pthread_setaffinity_np(pthread_self(), sizeof other, &other) != 0) return;
+    if (pthread_setaffinity_np(pthread_self(), sizeof m->own, &m->own) == 0) ps_add(PS_MOVED, 1);
+    else m->narrowed = 1;
 }
 
 static void pool_note_caller_cpu(void) {
@@ -297,14 +303,16 @@ static void pool_note_caller_cpu(void) {
     if (pool.caller_cpu != cpu) __atomic_store_n(&pool.caller_cpu, cpu, __ATOMIC_RELAXED);
 }
 #else
-static void pool_leave_cpu(long *last) { (void)last; }
+typedef struct { int unused; } pool_move_t;
+static void pool_leave_cpu(pool_move_t *m) { (void)m; }
 static void pool_note_caller_cpu(void) {}
 #endif
 
 static void *pool_main(void *p) {
     const int tid = (int)(intptr_t)p;
     uint64_t seen = 0;  /* the last phase this helper scanned: nothing new appears in it (chunks only get taken) */
-    long moved = 0;     /* when this helper last left the caller's CPU */
+    pool_move_t move;   /* this helper's moves off the caller's CPU */
+    memset(&move, 0, sizeof move);
     for (;;) {
         int w = __atomic_load_n(&pool.wake, __ATOMIC_ACQUIRE);
         long t0 = 0;
@@ -314,7 +322,7 @@ static void *pool_main(void *p) {
                 seen = v;
                 if (tid >= TK_NTH(v) && TK_N(v)) break;  /* a call with fewer threads: sleep, do not spin */
                 ps_add(PS_SCANS, 1);
-                pool_leave_cpu(&moved);
+                pool_leave_cpu(&move);
                 pool_claim_all(tid);
                 t0 = 0;
                 spin = 0;
@@ -344,6 +352,7 @@ static void pool_after_fork_child(void) {
     pool.ticket = TK_MAKE(pool.gen + 1, 1, 0);  /* a phase in flight in the parent is not the child's */
     pool.gen++;
     pool.sleeping = 0;
+    pool.caller_cpu = -1;
     pool.started = 0;  /* the helpers did not survive the fork: start new ones when needed */
 }
 
@@ -373,10 +382,6 @@ static int pool_start(int tid) {
     int cpu = sched_getcpu();
     if (st && cpu >= 0 && cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof st->all, &st->all) == 0
         && CPU_COUNT(&st->all) > 1 && CPU_ISSET(cpu, &st->all)) {
-        if (!pool_cpus_known) {  /* before the first helper starts: every helper sees it */
-            pool_cpus = st->all;
-            pool_cpus_known = 1;
-        }
         cpu_set_t other = st->all;
         CPU_CLR(cpu, &other);
         st->tid = tid;

@@ -520,9 +520,9 @@ def _ranges(T: int, changes: bool):
 def _lstm_static(Wo, rmat, wrap, q, qir, luts, mode, act, cache):
     """The LSTM loop's arguments that depend on the layer only, as (bytes of a ``Mli2Args``, what they point at):
     sizes, packed weights, activation tables, element-wise operations. Made once per ``cache`` (the direction's:
-    its weights and quantization are fixed, like the packed weights kept there) and table set, luts kept with the
+    its weights are fixed, like the packed weights kept there), quantization and table set, luts kept with the
     entry so that its id stays theirs; without a cache, for this call."""
-    key = ("lstm_static", id(luts), mode, act, bool(wrap))
+    key = ("lstm_static", id(luts), mode, act, bool(wrap), q.flavor, _key(q.cell), _key(q.out), _key(qir))
     hit = None if cache is None else cache.get(key)
     if hit is not None:
         return hit[0], hit[1]

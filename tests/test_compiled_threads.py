@@ -5,6 +5,9 @@ the process may use."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import zlib
 
@@ -151,6 +154,36 @@ def test_concurrent_callers_get_their_own_results():
         for g in g5:
             for a, b in zip(g, w, strict=True):
                 assert np.array_equal(a, b), f"caller {i}"
+
+
+PINNED_CHILD = """
+import os, numpy as np
+from fusedrnn.cells import Activation, compiled
+compiled.set_threads(2)
+rng = np.random.default_rng(0)
+T, B, I, H = 40, 1, 24, 128
+x, W, R = (rng.uniform(-0.1, 0.1, s).astype(np.float32) for s in ((T, B, I), (1, 4 * H, I), (1, 4 * H, H)))
+h0 = np.zeros((1, B, H), np.float32)
+acts = [[Activation("Sigmoid"), Activation("Tanh"), Activation("Tanh")]]
+def calls(n):
+    for _ in range(n):
+        compiled.run_lstm(x, W, R, None, None, h0, h0, reverse=[False], acts=acts, max_rows=10**6)
+calls(50)  # the pool's helper is running
+for tid in os.listdir("/proc/self/task"):  # what taskset -a -p does to a running process
+    os.sched_setaffinity(int(tid), {0})
+calls(200)
+print(sorted({c for tid in os.listdir("/proc/self/task") for c in os.sched_getaffinity(int(tid))}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2
+                    or not os.path.isdir("/proc/self/task"), reason="needs Linux affinity and two CPUs")
+def test_helpers_keep_an_affinity_narrowed_after_they_started():
+    """A helper that moves off the caller's CPU narrows and restores its own affinity set: a process pinned to one
+    CPU after its pool started stays pinned (an earlier version restored the set of the pool's start)."""
+    out = subprocess.run([sys.executable, "-c", PINNED_CHILD], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[0]"]
 
 
 def test_default_threads_follow_the_cpus(monkeypatch, tmp_path):

@@ -484,8 +484,7 @@ static long divisor_at_least(long n, long lo) {
  *   step is too small to share (cap: chunks of at least SPLIT_MIN_MACS / 2).
  * - Panel groups: enough that a group's panels (PANEL_GROUP_BYTES) stay in its thread's L2 from step to step
  *   (the pool gives a thread the same chunks every step), and enough that row blocks keep ROW_BLOCK_MIN_TILES
- *   row tiles each;
- *   a divisor of tpd, so that the chunks share out evenly, at most the panels there are.
+ *   row tiles each; a divisor of tpd, so that the chunks share out evenly, at most the panels there are.
  * - Row blocks: tpd / npg, times as many as keep a block's [x | h] rows within ROW_BLOCK_BYTES where the batch
  *   is large (so that each thread's rows stay local: large batches split rows, and a thread writes and reads the
  *   same h rows every step).

@@ -462,14 +462,8 @@ static void team_back_off(team_t *t) {
     pool.backoff_nth = t->nth;
 }
 
-/* The bits of the helpers a call of nth threads may use (1 .. nth - 1), as futex waiter bits (tid mod 32). */
-static unsigned team_bits(int nth) {
-    const uint64_t m = (nth >= 64 ? ~0ULL : (1ULL << nth) - 1) & ~1ULL;
-    return (unsigned)m | (unsigned)(m >> 32);
-}
-
-/* Wakes the sleeping helpers of a call of nth threads (at most once per POOL_WAKE_NS when rate-limited); 1 when
- * one of them was asleep. */
+/* Wakes the sleeping helpers of a call of nth threads, tids 1 .. nth - 1 (at most once per POOL_WAKE_NS when
+ * rate-limited); 1 when one of them was asleep. The futex wakes the waiters whose bit (tid mod 32) is set. */
 static int team_wake(team_t *t, int rate_limited) {
     const uint64_t m = (t->nth >= 64 ? ~0ULL : (1ULL << t->nth) - 1) & ~1ULL;
     if (!(__atomic_load_n(&pool.sleeping, __ATOMIC_SEQ_CST) & m)) return 0;
@@ -477,7 +471,7 @@ static int team_wake(team_t *t, int rate_limited) {
     if (!rate_limited || tn - t->woke > POOL_WAKE_NS) {
         t->woke = tn;
         __atomic_add_fetch(&pool.wake, 1, __ATOMIC_SEQ_CST);
-        fx_wake(&pool.wake, team_bits(t->nth));
+        fx_wake(&pool.wake, (unsigned)m | (unsigned)(m >> 32));
     }
     return 1;
 }

@@ -589,6 +589,6 @@ def test_top_level_recurrent_nodes_run_between_onnxruntime_segments():
     assert first.name == "X" and first.shape == [T, B, I]
     # the recurrent nodes on one thread (the mode the partition measures against the threaded one) give the same bits
     part = m._ort_graph().partition
-    part.one_thread = True
+    part.share.one_thread = True
     got_one = m.run(feeds)
     assert_same(recurrent(got_one), recurrent(got))

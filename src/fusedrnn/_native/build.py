@@ -56,7 +56,8 @@ class NativeLibrary:
 
 LIBRARIES: dict[str, NativeLibrary] = {lib.name: lib for lib in (
     NativeLibrary("kernel", "cells/compiled/_kernel.c",
-                  tuple(f"cells/compiled/{h}" for h in ("_kernel_body.h", "_batched.h", "_rows.h", "_pool.h")),
+                  tuple(f"cells/compiled/{h}" for h in ("_kernel_body.h", "_batched.h", "_rows.h", "_pool.h",
+                                                        "_ort_bridge.h")),
                   "fusedrnn_abi_version"),
     # every float32 product and sum rounded on its own, as the NumPy engines do
     NativeLibrary("rounded", "cells/rounded/_rounded.c", (), "fusedrnn_rounded_abi", ("-ffp-contract=off",)),

@@ -20,9 +20,10 @@ is logged at debug level on the ``"fusedrnn"`` logger.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..errors import UnsupportedFeatureError
@@ -104,6 +105,8 @@ def run(kind: str, args: dict, loop: Callable[..., tuple]) -> tuple:
         why = backend.accepts(call)
         if why is None:
             _last.decision = (kind, name, backend.name, declined)
+            if getattr(_last, "calls", None) is not None:
+                _last.calls.append(call)
             if declined and log.isEnabledFor(logging.DEBUG):
                 log.debug("%s", last_decision())
             return backend.run(call)
@@ -114,11 +117,23 @@ def run(kind: str, args: dict, loop: Callable[..., tuple]) -> tuple:
                                   f"{declined[-1][1]}")
 
 
+@contextlib.contextmanager
+def recording() -> Iterator[list]:
+    """Context in which this thread's engine calls are appended to the list it yields, each a :class:`Call` with
+    what its backend prepared (the ONNX custom-op bridge reads the compiled kernel's plan of a probe call)."""
+    old = getattr(_last, "calls", None)
+    _last.calls = calls = []
+    try:
+        yield calls
+    finally:
+        _last.calls = old
+
+
 def last_decision() -> Decision | None:
     """The decision of the last engine call of this thread (None before any)."""
     got = getattr(_last, "decision", None)
     return None if got is None else Decision(*got)
 
 
-__all__ = ["BACKENDS", "ENGINES", "Backend", "Call", "Decision", "engine", "last_decision", "run", "set_engine",
-           "using"]
+__all__ = ["BACKENDS", "ENGINES", "Backend", "Call", "Decision", "engine", "last_decision", "recording", "run",
+           "set_engine", "using"]

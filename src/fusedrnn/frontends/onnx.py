@@ -62,6 +62,10 @@ class Model:
         self._shared = {} if _shared is None else _shared  # state shared with to() copies (the ORT session)
         sig = signature(proto)
         self._inputs, self._optional_inputs, self._outputs = sig.inputs, sig.optional_inputs, sig.outputs
+        self._input_info = {i.name: i for i in self._inputs}  # what run() checks feeds and outputs against
+        self._feed_checks = {i.name: (i.dtype, None if i.shape is None else len(i.shape), _fixed_dims(i.shape))
+                             for i in self._inputs}
+        self._output_names = dict.fromkeys(o.name for o in self._outputs)
         self._executor = choose_executor(executor, proto, self._optional_inputs, self._shared)
         self._emulations = emulations
         self._runner = self._make_runner(self._target, emulations)
@@ -157,24 +161,23 @@ class Model:
     def _check_feeds(self, feeds) -> dict:
         if not isinstance(feeds, dict):
             raise DTypeError(f"feeds: expected a dict of input name -> array, got {type(feeds).__name__}")
-        missing = [i.name for i in self._inputs if i.name not in feeds]
-        unknown = [k for k in feeds if k not in {i.name for i in self._inputs} | self._optional_inputs]
-        if missing or unknown:
+        info = self._input_info
+        if not _keys_fit(feeds, info, self._optional_inputs):
+            missing = [n for n in info if n not in feeds]
+            unknown = [k for k in feeds if k not in info and k not in self._optional_inputs]
             expected = ", ".join(str(i) for i in self._inputs) or "none"
             what = "; ".join(filter(None, [missing and f"missing {missing}", unknown and f"unknown {unknown}"]))
             raise InputError(f"feeds: {what}; the model's inputs are {expected}")
         out = {}
-        info = {i.name: i for i in self._inputs}
         for name, value in feeds.items():
-            arr = np.asarray(value)
-            spec = info.get(name)
-            if spec is not None and spec.dtype is not None and arr.dtype != spec.dtype:
-                raise DTypeError(f"{name}: expected dtype {spec.dtype}, got {arr.dtype} (cast the array first)")
-            if spec is not None and spec.shape is not None:
-                if arr.ndim != len(spec.shape) or any(
-                    isinstance(d, int) and d > 0 and d != n for d, n in zip(spec.shape, arr.shape, strict=False)
-                ):
-                    raise ShapeError(f"{name}: expected shape {spec}, got {arr.shape}")
+            arr = value if type(value) is np.ndarray else np.asarray(value)
+            check = self._feed_checks.get(name)
+            if check is not None:
+                dtype, rank, dims = check
+                if dtype is not None and arr.dtype != dtype:
+                    raise DTypeError(f"{name}: expected dtype {dtype}, got {arr.dtype} (cast the array first)")
+                if rank is not None and (arr.ndim != rank or not _dims_fit(arr.shape, dims)):
+                    raise ShapeError(f"{name}: expected shape {info[name]}, got {arr.shape}")
             out[name] = arr
         return out
 
@@ -196,9 +199,9 @@ class Model:
 
     def _run_with(self, runner, feeds: dict, outputs: list[str] | None) -> dict[str, np.ndarray]:
         feeds = self._check_feeds(feeds)
-        names = [o.name for o in self._outputs] if outputs is None else list(outputs)
-        known = {o.name for o in self._outputs}
-        bad = [n for n in names if n not in known]
+        known = self._output_names
+        names = list(known) if outputs is None else list(outputs)
+        bad = [] if outputs is None else [n for n in names if n not in known]
         if bad:
             raise AttributeValueError(f"outputs: unknown output(s) {bad}; the model's outputs are {sorted(known)}")
         try:
@@ -213,6 +216,30 @@ class Model:
         ins = ", ".join(str(i) for i in self._inputs)
         outs = ", ".join(str(o) for o in self._outputs)
         return f"<fusedrnn.onnx.Model {self._proto.graph.name!r} on {target}: ({ins}) -> ({outs})>"
+
+
+def _fixed_dims(shape: tuple | None) -> tuple:
+    """(axis, size) of a declared shape's fixed dimensions, the ones a feed must match."""
+    return tuple((k, d) for k, d in enumerate(shape or ()) if isinstance(d, int) and d > 0)
+
+
+def _keys_fit(feeds: dict, inputs: dict, optional) -> bool:
+    """Whether ``feeds`` holds every input and nothing but inputs and optional inputs (plain loops: this runs on
+    every call)."""
+    for name in inputs:
+        if name not in feeds:
+            return False
+    for name in feeds:
+        if name not in inputs and name not in optional:
+            return False
+    return True
+
+
+def _dims_fit(shape: tuple, dims: tuple) -> bool:
+    for k, d in dims:
+        if shape[k] != d:
+            return False
+    return True
 
 
 def load(path_or_model: str | os.PathLike | bytes | onnx.ModelProto, target: Target | str | None = None,

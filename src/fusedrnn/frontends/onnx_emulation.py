@@ -112,6 +112,7 @@ def node_function(target: Target | None, emulations: dict | None = None, recorde
                                          else recurrent_op(node).as_float_inputs(*inputs)[0]))
         return result
 
+    run_node.native = native and tap is None  # the ONNX semantics alone: onnx_native's operators compute them
     return run_node
 
 

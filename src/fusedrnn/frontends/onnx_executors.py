@@ -1,9 +1,11 @@
 """What runs a model's non-recurrent nodes: onnxruntime or onnx's reference evaluator.
 
-* ``"onnxruntime"``: onnxruntime, run as segments around the recurrent nodes when they are all top-level
-  (:mod:`fusedrnn.frontends.onnx_partition`), otherwise with the recurrent nodes rewritten into
-  onnxruntime-extensions Python ops that call back into the node function (:mod:`fusedrnn.frontends.onnx_ort`,
-  which holds the measurements);
+* ``"onnxruntime"``: onnxruntime. In native precision, a model whose LSTM / GRU nodes the compiled kernel's
+  batched path runs is one session with those nodes as the kernel library's custom operators
+  (:mod:`fusedrnn.frontends.onnx_native`: no Python per node); otherwise it runs as segments around the
+  recurrent nodes when they are all top-level (:mod:`fusedrnn.frontends.onnx_partition`), else with the
+  recurrent nodes rewritten into onnxruntime-extensions Python ops that call back into the node function
+  (:mod:`fusedrnn.frontends.onnx_ort`, which holds the measurements);
 * ``"reference"``: onnx's :class:`onnx.reference.ReferenceEvaluator`, the recurrent nodes as ``new_ops``
   classes calling the node function;
 * ``"auto"`` (default): onnxruntime when onnxruntime and onnxruntime-extensions import and the model loads in

@@ -67,6 +67,7 @@ from onnx import helper, numpy_helper
 from ..errors import InputError, UnsupportedFeatureError
 from ..targets.quark import ort_extensions as quark_ops
 from ..targets.quark.onnx_op import OPS as QUARK_OPS
+from .onnx_native import NativeGraph, native_graph
 from .onnx_ops import node_label, proto_attributes, recurrent_op, subgraphs
 from .onnx_partition import partition
 
@@ -308,10 +309,12 @@ class OrtGraph:
         except Exception as exc:  # noqa: BLE001 -- onnxruntime's own error types
             raise UnsupportedFeatureError(f"model: onnxruntime cannot load it: {_first_line(exc)}") from exc
         # a model whose recurrent nodes are all top-level runs as onnxruntime segments around them instead
+        self._proto, self._dtypes = proto, _dtype_map(proto)
         try:
-            self.partition = partition(proto, set(overridable), _dtype_map(proto), _input_types(proto))
+            self.partition = partition(proto, set(overridable), self._dtypes, _input_types(proto))
         except Exception:  # noqa: BLE001 -- whatever the cut trips on, the Python-op bridge still runs the model
             self.partition = None
+        self._native: NativeGraph | None | bool = False  # not tried yet
         self._lock = threading.Lock()
         self._node_function = None
         self._failure: BaseException | None = None
@@ -339,7 +342,18 @@ class OrtGraph:
 
     def run(self, node_function, names: list[str], feeds: dict) -> list[np.ndarray]:
         """onnxruntime's outputs ``names`` for ``feeds``, recurrent nodes computed by ``node_function``; an
-        exception raised by it is re-raised here."""
+        exception raised by it is re-raised here. The native node function runs the model with the recurrent nodes
+        as compiled custom operators where :mod:`fusedrnn.frontends.onnx_native` takes it, else (and for a call
+        that route declines) the partition, else the Python ops."""
+        if getattr(node_function, "native", False):
+            if self._native is False:
+                with self._lock:
+                    if self._native is False:
+                        self._native = native_graph(self._proto, self._dtypes, node_function)
+            if self._native is not None:
+                out = self._native.run(names, feeds)
+                if out is not None:
+                    return out
         if self.partition is not None:
             return self.partition.run(node_function, names, feeds)
         with self._lock:

@@ -98,6 +98,36 @@ FOLD_MAX_BYTES = 64 << 20
 """Most bytes of folded values per graph (more: nothing is folded; each is held in several copies while loading)."""
 
 
+def constant_node(node, known: set) -> bool:
+    """Whether ``node`` computes a constant: deterministic (not in NEVER_FOLDED), no subgraph, not a recurrent
+    node, an operator of the default domain, and every input in ``known`` (constant names) or omitted."""
+    return (node.op_type not in NEVER_FOLDED and recurrent_op(node) is None and not any(subgraphs(node))
+            and node.domain in ("", "ai.onnx") and all(i == "" or i in known for i in node.input))
+
+
+def constant_values(proto: onnx.ModelProto, nodes: list, initializers: list, wanted: list,
+                    dtypes: dict) -> list | None:
+    """The values ``wanted`` (names) that constant ``nodes`` compute from ``initializers`` (TensorProtos), run once by
+    onnxruntime with ``proto``'s opsets; None where a value's type is unknown, onnxruntime cannot run the nodes, or
+    the values hold more than FOLD_MAX_BYTES."""
+    if any(n not in dtypes for n in wanted):
+        return None
+    made = {o for n in nodes for o in n.output if o}
+    reads = set().union(*(_reads(n) for n in nodes)) - made
+    body = helper.make_graph(nodes, "constants", [],
+                             [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(dtypes[n]), None)
+                              for n in wanted], [t for t in initializers if t.name in reads])
+    model = helper.make_model(body, opset_imports=proto.opset_import, ir_version=proto.ir_version)
+    session = _session(model)
+    if session is None:
+        return None
+    try:
+        values = [np.asarray(v) for v in session.run(wanted, {})]
+    except Exception:  # noqa: BLE001 -- onnxruntime's own error types: the caller goes on without the values
+        return None
+    return None if sum(v.nbytes for v in values) > FOLD_MAX_BYTES else values
+
+
 def _fold_constants(proto: onnx.ModelProto, dtypes: dict) -> onnx.ModelProto:
     """``proto`` with the values of its top-level constant nodes (see the module's docstring) as initializers and
     those nodes removed; ``proto`` itself where there is nothing to fold, where onnxruntime cannot run the constant
@@ -110,37 +140,21 @@ def _fold_constants(proto: onnx.ModelProto, dtypes: dict) -> onnx.ModelProto:
     outputs = {o.name for o in graph.output}
     folded, kept = [], []
     for node in graph.node:
-        if (node.op_type not in NEVER_FOLDED and recurrent_op(node) is None and not any(subgraphs(node))
-                and node.domain in ("", "ai.onnx") and not outputs.intersection(node.output)
-                and all(i == "" or i in known for i in node.input)):
+        if constant_node(node, known) and not outputs.intersection(node.output):
             folded.append(node)
             known.update(o for o in node.output if o)
         else:
             kept.append(node)
     made = {o for n in folded for o in n.output if o}
     wanted = sorted(set().union(*(_reads(n) for n in kept)) & made)
-    if not wanted or any(n not in dtypes for n in wanted):
-        return proto
-    reads = set().union(*(_reads(n) for n in folded)) - made
-    body = helper.make_graph(folded, "constants", [],
-                             [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(dtypes[n]), None)
-                              for n in wanted], [t for t in graph.initializer if t.name in reads])
-    model = helper.make_model(body, opset_imports=proto.opset_import, ir_version=proto.ir_version)
-    session = _session(model)
-    if session is None:
-        return proto
-    try:
-        values = session.run(wanted, {})
-    except Exception:  # noqa: BLE001 -- onnxruntime's own error types: the segments will run these nodes
-        return proto
-    if sum(np.asarray(v).nbytes for v in values) > FOLD_MAX_BYTES:
+    values = constant_values(proto, folded, list(graph.initializer), wanted, dtypes) if wanted else None
+    if values is None:
         return proto
     out = onnx.ModelProto()
     out.CopyFrom(proto)
     del out.graph.node[:]
     out.graph.node.extend(kept)
-    out.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n) for n, v in zip(wanted, values,
-                                                                                             strict=True))
+    out.graph.initializer.extend(numpy_helper.from_array(v, n) for n, v in zip(wanted, values, strict=True))
     return out
 
 
@@ -160,31 +174,40 @@ def _nested(graph) -> bool:
     return any(_holds_recurrent(s) for n in graph.node if not _switch_node(n) for s in subgraphs(n))
 
 
-class Partition:
-    """The stages of a partitioned model; :meth:`run` as :meth:`fusedrnn.frontends.onnx_ort.OrtGraph.run`.
+class ThreadShare:
+    """Whether a model run's recurrent nodes use the compiled loops' threads or the caller's thread alone.
 
-    The recurrent nodes run on the compiled loops' threads, or on the caller's thread alone where they take a
-    small share of the call: a helper thread on another core evicts the onnxruntime segments' data from that
-    core's cache, which costs more than it saves there (Silero VAD v6: its LSTM 0.17 ms on two threads, 0.21 ms on
-    one, but the encoder segment after it 1.66 ms instead of 1.39 ms), while a recurrent node that is most of the
-    call gains from it (the bundled example's LSTM: 0.5 ms against 1.0 ms). The share is measured on every call,
-    with hysteresis (ONE_BELOW on threads, THREADS_ABOVE on one thread, where the node takes up to twice as long);
-    both modes give the same bits."""
+    They run on one thread where they take a small share of the call: a helper thread on another core evicts
+    onnxruntime's data from that core's cache, which costs more than it saves there (Silero VAD v6: its LSTM
+    0.17 ms on two threads, 0.21 ms on one, but the encoder segment after it 1.66 ms instead of 1.39 ms), while a
+    recurrent node that is most of the call gains from them (the bundled example's LSTM: 0.5 ms against 1.0 ms).
+    The share is measured on every call, with hysteresis (ONE_BELOW on threads, THREADS_ABOVE on one thread,
+    where the node takes up to twice as long); both modes give the same bits."""
 
     ONE_BELOW = 0.2
     THREADS_ABOVE = 0.4
 
-    def __init__(self, stages: list):
-        self.stages = stages
+    def __init__(self):
         self.one_thread = False
 
+    def update(self, recurrent_s: float, total_s: float) -> None:
+        share = recurrent_s / max(total_s, 1e-9)
+        self.one_thread = share < self.THREADS_ABOVE if self.one_thread else share < self.ONE_BELOW
+
+
+class Partition:
+    """The stages of a partitioned model; :meth:`run` as :meth:`fusedrnn.frontends.onnx_ort.OrtGraph.run`. The
+    recurrent nodes run on the compiled loops' threads or on the caller's alone (:class:`ThreadShare`)."""
+
+    def __init__(self, stages: list):
+        self.stages = stages
+        self.share = ThreadShare()
+
     def run(self, node_function, names: list[str], feeds: dict) -> list[np.ndarray]:
-        one = self.one_thread
         t0 = time.perf_counter()
-        with thread_limit(1) if one else contextlib.nullcontext():
+        with thread_limit(1) if self.share.one_thread else contextlib.nullcontext():
             out, recurrent = self._run(node_function, names, feeds)
-        share = recurrent / max(time.perf_counter() - t0, 1e-9)
-        self.one_thread = share < self.THREADS_ABOVE if one else share < self.ONE_BELOW
+        self.share.update(recurrent, time.perf_counter() - t0)
         return out
 
     def _run(self, node_function, names: list[str], feeds: dict) -> tuple[list[np.ndarray], float]:
@@ -343,4 +366,4 @@ def _branch(proto, body, inits: dict, dtypes: dict, types: dict | None):
     return None if part is None else (part, inputs, [o.name for o in body.output])
 
 
-__all__ = ["Partition", "partition"]
+__all__ = ["NEVER_FOLDED", "Partition", "ThreadShare", "constant_node", "constant_values", "partition"]

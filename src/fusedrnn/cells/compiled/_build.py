@@ -14,7 +14,7 @@ import ctypes
 from ... import _native
 from .. import setting
 
-ABI_VERSION = 8
+ABI_VERSION = 9
 
 
 def _bind(lib: ctypes.CDLL) -> None:
@@ -24,6 +24,17 @@ def _bind(lib: ctypes.CDLL) -> None:
         fn.restype = ctypes.c_int
     lib.fusedrnn_pool_stats.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.fusedrnn_pool_stats.restype = ctypes.c_int
+    # the onnxruntime custom operators (_ort_bridge.h)
+    lib.fusedrnn_bridge_add.argtypes = [ctypes.c_void_p] * 5
+    lib.fusedrnn_bridge_add.restype = ctypes.c_long
+    lib.fusedrnn_bridge_drop.argtypes = [ctypes.c_long]
+    lib.fusedrnn_bridge_drop.restype = None
+    lib.fusedrnn_bridge_threads.argtypes = [ctypes.c_int, ctypes.c_long]
+    lib.fusedrnn_bridge_threads.restype = None
+    lib.fusedrnn_bridge_live.argtypes = []
+    lib.fusedrnn_bridge_live.restype = ctypes.c_int
+    lib.fusedrnn_bridge_ns.argtypes = []
+    lib.fusedrnn_bridge_ns.restype = ctypes.c_long
 
 
 KERNEL = _native.Library("kernel", ABI_VERSION, _bind)

@@ -22,9 +22,12 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
@@ -277,4 +280,6 @@ static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *p
 #include "_kernel_body.h"
 #undef FAST
 
-int fusedrnn_abi_version(void) { return 8; }
+int fusedrnn_abi_version(void) { return 9; }
+
+#include "_ort_bridge.h"

@@ -383,6 +383,12 @@ def accepts(call, max_rows: int | None = None) -> str | None:
 
 def run(call) -> tuple:
     """Run a call :func:`accepts` took: (Y, Y_h) or (Y, Y_h, Y_c), as the engine returns them."""
+    return _run(call.prepared, *_operands(call))
+
+
+def _operands(call) -> tuple:
+    """The arrays of a call as the kernel reads them: (x, W, R, h0, c0, reverse, (xb, bh, P, projW, projb, ln)),
+    the biases summed (xb: added to the input projection; bh: the part that stays apart)."""
     a, kind = call.args, call.kind
     x, W = a["x"], a["W"]
     dt = x.dtype
@@ -401,7 +407,27 @@ def run(call) -> tuple:
         xbias = _sum(b_x, b_h, dt)
     else:
         xbias = _sum(b_x, b_h, dt)
-    return _run(call.prepared, x, W, a["R"], a["h0"], c0, a["reverse"], (xbias, bh, P, proj_W, proj_b, ln))
+    return x, W, a["R"], a["h0"], c0, a["reverse"], (xbias, bh, P, proj_W, proj_b, ln)
+
+
+def native_plan(call) -> tuple | str:
+    """What a kernel call made outside Python (the ONNX custom-op bridge, :mod:`fusedrnn.frontends.onnx_native`)
+    needs of a call :func:`accepts` took: (the ``_Args`` template bytes, W, R, xb, bh as C-contiguous float32
+    arrays, xb and bh None where absent); or the reason it cannot be made there: only the batched path, whose
+    choice depends on the options and H alone (not on T or B), runs without Python."""
+    if call.prepared is None:
+        return "the compiled kernel did not take the call"
+    path = call.prepared[2]
+    if path != "batched":
+        return f"the kernel runs it on its {path} path (the bridge runs the batched path only)"
+    _x, W, R, _h0, _c0, _reverse, (xb, bh, *rest) = _operands(call)
+    if any(v is not None for v in rest):
+        return "peepholes, a projection or layer norm (the batched path takes none)"
+
+    def f32(a):
+        return None if a is None else np.ascontiguousarray(a, dtype=np.float32)
+
+    return call.prepared[1], f32(W), f32(R), f32(xb), f32(bh)
 
 
 def _run(prepared: tuple, x, W, R, h0, c0, reverse, optional):

@@ -17,13 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from fusedrnn.cells import dispatch
+from fusedrnn.cells import dispatch, ort_qlstm, setting
 from fusedrnn.cells.compiled import _build, driver
 from fusedrnn.errors import FusedRNNError, SequenceLengthError, ShapeError
 from fusedrnn.frontends import onnx as fonnx
 from fusedrnn.frontends import onnx_native, onnx_ort
 
 ort = pytest.importorskip("onnxruntime")
+from test_dynamic_quantize_lstm import model_of, ort_outputs, random_case  # noqa: E402
 pytest.importorskip("onnxruntime_extensions")
 onnx_ort.declare_ops()  # at collection: before any test of the run opens an onnxruntime-extensions session
 if _build.load() is None:
@@ -263,8 +264,8 @@ def test_the_operator_checks_its_plan_and_inputs():
     m = native_model(model)
     m.run(feeds)
     ids = route(m).plans
-    assert len(ids) == 1
-    sess = _session(_operator_model(ids[0]))
+    assert [lib for lib, _ in ids] == ["kernel"]
+    sess = _session(_operator_model(ids[0][1]))
     want = fonnx.load(model, executor="reference").run(feeds)
     got = sess.run(None, {"X": feeds["X"]})
     np.testing.assert_array_equal(got[0], want["Y"])
@@ -281,7 +282,7 @@ def test_a_model_holding_the_bridges_domain_is_not_rewritten():
     model, feeds = lstm_model("LSTM", rng, T=2, B=1, I=4, H=16)
     m = native_model(model)
     m.run(feeds)
-    hostile = _operator_model(route(m).plans[0])
+    hostile = _operator_model(route(m).plans[0][1])
     hostile.graph.node.append(model.graph.node[0])
     hostile.graph.initializer.extend(model.graph.initializer)
     hostile.graph.node[1].output[:] = ["Y2", "Y_h2", "Y_c2"]
@@ -330,3 +331,48 @@ def test_thread_counts_give_the_same_bits():
         one = got if one is None else one
         assert_same(got, one)
     assert route(m) is not None
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_dynamic_quantize_lstm_nodes_match_the_reference_and_onnxruntime(seed):
+    """com.microsoft::DynamicQuantizeLSTM as the DynamicQuantizeLSTM kernel's operator (domain
+    ai.fusedrnn.native.ortq): random weights (int8 / uint8, per-column scales), peepholes, clip, directions,
+    lengths with and without Y, states given or not; bit for bit the reference executor's fusedrnn.ops call,
+    within 2e-6 of onnxruntime with one thread (the h quantization block depends on the thread count)."""
+    rng = np.random.default_rng(seed)
+    a, attrs = random_case(rng)
+    T, B = a["X"].shape[:2]
+    lens, has_y = seed % 3 > 0, seed % 2 == 0
+    model = model_of(a, attrs, lens=lens, has_y=has_y)
+    feeds = {"X": a["X"], "h0": a["h0"], "c0": a["c0"]}
+    if lens:
+        feeds["L"] = rng.integers(0 if has_y else 1, T + 1, B).astype(np.int32)
+    if seed % 5 == 0:  # states omitted
+        node = model.graph.node[0]
+        node.input[5] = node.input[6] = ""
+        del model.graph.input[1:3]
+        del feeds["h0"], feeds["c0"]
+    m = native_model(model)
+    got = m.run(feeds)
+    assert [lib for lib, _ in route(m).plans] == ["ortq"]
+    assert_same(got, fonnx.load(model, executor="reference").run(feeds))
+    plain = dict(zip([o.name for o in model.graph.output], ort_outputs(model, feeds), strict=True))
+    for k in got:
+        np.testing.assert_allclose(got[k], plain[k], rtol=0, atol=2e-6, err_msg=k)
+    with setting.using("numpy", scope="ortq"):  # the other routes on the NumPy loop: the same values
+        np.testing.assert_allclose(m.run(feeds)["Y_h"], got["Y_h"], rtol=0, atol=1e-6)
+
+
+def test_dynamic_quantize_lstm_plans_are_freed_with_their_models():
+    lib = ort_qlstm.KERNEL.load()
+    rng = np.random.default_rng(31)
+    a, attrs = random_case(rng)
+    model = model_of(a, attrs)
+    gc.collect()
+    before = lib.ortq_bridge_live()
+    m = native_model(model)
+    m.run({"X": a["X"], "h0": a["h0"], "c0": a["c0"]})
+    assert lib.ortq_bridge_live() == before + 1
+    del m
+    gc.collect()
+    assert lib.ortq_bridge_live() == before

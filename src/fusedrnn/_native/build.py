@@ -57,7 +57,7 @@ class NativeLibrary:
 LIBRARIES: dict[str, NativeLibrary] = {lib.name: lib for lib in (
     NativeLibrary("kernel", "cells/compiled/_kernel.c",
                   tuple(f"cells/compiled/{h}" for h in ("_kernel_body.h", "_batched.h", "_rows.h", "_pool.h",
-                                                        "_ort_bridge.h")),
+                                                        "_ort_api.h", "_ort_bridge.h")),
                   "fusedrnn_abi_version"),
     # every float32 product and sum rounded on its own, as the NumPy engines do
     NativeLibrary("rounded", "cells/rounded/_rounded.c", (), "fusedrnn_rounded_abi", ("-ffp-contract=off",)),
@@ -67,8 +67,8 @@ LIBRARIES: dict[str, NativeLibrary] = {lib.name: lib for lib in (
     NativeLibrary("quark", "targets/quark/_kernel.c", (), "quark_abi_version",
                   ("-ffp-contract=off", "-fwrapv", "-fno-fast-math", "-fno-trapping-math")),
     # onnxruntime's DynamicQuantizeLSTM: float32 operations rounded one by one, FMAs only where MLAS has them
-    NativeLibrary("ortq", "cells/compiled/_ortq.c", ("cells/compiled/_pool.h",), "ortq_abi_version",
-                  ("-ffp-contract=off",)),
+    NativeLibrary("ortq", "cells/compiled/_ortq.c", ("cells/compiled/_pool.h", "cells/compiled/_ort_api.h"),
+                  "ortq_abi_version", ("-ffp-contract=off",)),
     # the C library's expf over arrays, call for call (numerics/eigen.py)
     NativeLibrary("libm", "numerics/_libm.c", (), "fusedrnn_libm_abi",
                   ("-ffp-contract=off", "-fno-fast-math", "-fno-tree-vectorize")),

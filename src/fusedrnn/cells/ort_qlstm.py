@@ -26,8 +26,10 @@ in 2^29 operations).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +40,7 @@ from .compiled import driver as compiled_driver
 from .compiled.driver import immutable
 
 F32 = np.float32
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 # onnxruntime's activation names (lower case) -> the kernel's code
 ACTIVATION_CODES = {"sigmoid": 0, "tanh": 1, "relu": 2, "affine": 3, "leakyrelu": 4, "thresholdedrelu": 5,
@@ -267,6 +269,17 @@ class _Args(ctypes.Structure):
 def _bind(lib: ctypes.CDLL) -> None:
     lib.ortq_run.argtypes = [ctypes.POINTER(_Args)]
     lib.ortq_run.restype = ctypes.c_int
+    # the onnxruntime custom operator (fusedrnn.frontends.onnx_native)
+    lib.ortq_bridge_add.argtypes = [ctypes.POINTER(_Args)]
+    lib.ortq_bridge_add.restype = ctypes.c_long
+    lib.ortq_bridge_drop.argtypes = [ctypes.c_long]
+    lib.ortq_bridge_drop.restype = None
+    lib.ortq_bridge_live.argtypes = []
+    lib.ortq_bridge_live.restype = ctypes.c_int
+    lib.ortq_bridge_threads.argtypes = [ctypes.c_int, ctypes.c_long]
+    lib.ortq_bridge_threads.restype = None
+    lib.ortq_bridge_ns.argtypes = []
+    lib.ortq_bridge_ns.restype = ctypes.c_long
     lib.ortq_packed_size.argtypes = [ctypes.c_int, ctypes.c_int]
     lib.ortq_packed_size.restype = ctypes.c_long
     lib.ortq_colsum_size.argtypes = [ctypes.c_int]
@@ -379,11 +392,28 @@ def _compiled_run(lib, x, lens, W, R, bias, h0, c0, P, reverse, acts, clip, inpu
                  want_y=int(want_y), block_rows=blocks[0][1] - blocks[0][0], threads=compiled_driver.call_threads(),
                  Y=y, Yh=y + 4 * n_y, Yc=y + 4 * (n_y + n_s), **fields)
     status = lib.ortq_run(ctypes.byref(args))
+    if getattr(_recording, "calls", None) is not None:
+        _recording.calls.append((args, (keep, bias, P)))
     del keep
     if status != 0:
         raise MemoryError(f"DynamicQuantizeLSTM kernel: could not allocate its buffers (status {status})")
     return (out[:n_y].reshape(T, D, Bn, H), out[n_y:n_y + n_s].reshape(D, Bn, H),
             out[n_y + n_s:].reshape(D, Bn, H))
+
+
+_recording = threading.local()
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list]:
+    """Context in which this thread's compiled kernel calls are appended to the list it yields, each as (its
+    ``_Args``, the arrays its pointers hold): the ONNX custom-op bridge copies a probe call's weight fields."""
+    old = getattr(_recording, "calls", None)
+    _recording.calls = calls = []
+    try:
+        yield calls
+    finally:
+        _recording.calls = old
 
 
 def dynamic_quantize_lstm_sequence(x: np.ndarray, lens: np.ndarray, W: QuantizedWeights, R: QuantizedWeights,
@@ -410,5 +440,5 @@ def dynamic_quantize_lstm_sequence(x: np.ndarray, lens: np.ndarray, W: Quantized
     return _numpy_run(*args)
 
 
-__all__ = ["ACTIVATION_CODES", "QuantizedWeights", "dynamic_quantize_lstm_sequence", "mlas_logistic", "mlas_tanh",
-           "quantize_block"]
+__all__ = ["ACTIVATION_CODES", "KERNEL", "QuantizedWeights", "dynamic_quantize_lstm_sequence", "mlas_logistic",
+           "mlas_tanh", "quantize_block", "recording"]

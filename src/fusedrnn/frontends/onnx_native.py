@@ -1,27 +1,30 @@
-"""onnxruntime runs the whole model, its LSTM and GRU nodes included: they become custom operators of the compiled
-kernel's library (``cells/compiled/_ort_bridge.h``, domain ``ai.fusedrnn.native``) that call the batched float32
-path with no Python per call.
+"""onnxruntime runs the whole model, its recurrent nodes included: they become custom operators of fusedrnn's C
+libraries that run their compiled kernels with no Python per call. ONNX's LSTM and GRU are operators of the float
+kernel's library (``cells/compiled/_ort_bridge.h``, domain ``ai.fusedrnn.native``: the batched float32 path),
+``com.microsoft::DynamicQuantizeLSTM`` of its kernel's library (``cells/compiled/_ortq.c``, domain
+``ai.fusedrnn.native.ortq``); ``cells/compiled/_ort_api.h`` holds what both share.
 
 The other onnxruntime routes call back into Python for every recurrent node: the segments of
 :mod:`fusedrnn.frontends.onnx_partition` (an onnxruntime session per segment, the node's call through
 :mod:`fusedrnn.ops` in between: about 35 µs of Python per LSTM call, 10-20 µs per segment), and the Python ops of
-:mod:`fusedrnn.frontends.onnx_ort`. Here a model costs onnxruntime's own time for its other nodes plus the kernel's
+:mod:`fusedrnn.frontends.onnx_ort`. Here a model costs onnxruntime's own time for its other nodes plus the kernels'
 for the recurrent ones (the measurements are in the README's performance section).
 
 A model takes this route (:func:`native_graph`) where its recurrent nodes run in native precision (no target,
 emulation, recording or tap: :func:`fusedrnn.frontends.onnx_emulation.node_function` marks that function
-``native``) and every one of them, at any depth (``If`` / ``Loop`` / ``Scan`` bodies), is an ONNX LSTM or GRU
-with layout 0 and float32 X whose W, R and B are constants: initializers no graph input overrides, or the values of
-constant nodes (exporters build an LSTM's weights with ``Slice`` / ``Concat`` of ``Constant`` weights), computed
-once by onnxruntime; and whose options the kernel's batched path runs (its choice depends on the options and H
-alone: sigmoid / tanh activations, no clip, peepholes or input_forget, H a multiple of the vector width).
+``native``) and every one of them, at any depth (``If`` / ``Loop`` / ``Scan`` bodies), is one of
+:data:`OPERATORS` with layout 0 and float32 X whose weights are constants: initializers no graph input overrides,
+or the values of constant nodes (exporters build an LSTM's weights with ``Slice`` / ``Concat`` of ``Constant``
+weights), computed once by onnxruntime; and whose options its kernel runs outside Python (the float kernel's
+batched path, whose choice depends on the options and H alone: sigmoid / tanh activations, no clip, peepholes or
+input_forget, H a multiple of the vector width).
 
 Each node's plan comes from running the node once, through the same node function as the other routes, on a probe
-input of one step and one row: the compiled kernel's own call (:func:`fusedrnn.cells.dispatch.recording`) gives the
-template and the weights the C operator copies (:func:`fusedrnn.cells.compiled.driver.native_plan`), so both routes
-make the same kernel call and give the same bits. A run goes to the other routes instead (``run`` returns None)
-where the engine setting excludes the compiled kernel, inside :func:`disabled`, and where onnxruntime reports an
-error: the other routes then raise the error they always raised for such feeds.
+input of one step and one row: the kernel's own call (:func:`fusedrnn.cells.dispatch.recording`,
+:func:`fusedrnn.cells.ort_qlstm.recording`) gives the arguments and the weights the C operator copies, so both
+routes make the same kernel call and give the same bits. A run goes to the other routes instead (``run`` returns
+None) where the engine setting excludes a kernel, inside :func:`disabled`, and where onnxruntime reports an error:
+the other routes then raise the error they always raised for such feeds.
 """
 
 from __future__ import annotations
@@ -31,27 +34,68 @@ import ctypes
 import itertools
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..cells import dispatch, setting
+from ..cells import dispatch, ort_qlstm, setting
 from ..cells.compiled import _build, driver
 from .onnx_ops import proto_attributes, recurrent_op, subgraphs
 from .onnx_partition import ThreadShare, constant_node, constant_values
 
 DOMAIN = "ai.fusedrnn.native"
-OUTPUTS = {"LSTM": 3, "GRU": 2}
-"""The operators of the domain and their outputs (Y, Y_h[, Y_c]: all of them, always computed)."""
-WEIGHT_SLOTS = {"LSTM": (1, 2, 3, 7), "GRU": (1, 2, 3)}
-"""The input slots (W, R, B, P) a plan holds: constants of the model."""
-STATE_SLOTS = {"LSTM": (4, 5, 6), "GRU": (4, 5)}
-"""The input slots the operator takes after X (sequence_lens, initial_h[, initial_c]), in its input order."""
+"""The domain of the compiled kernel's operators (``LSTM``, ``GRU``); the DynamicQuantizeLSTM kernel's is
+``DOMAIN + ".ortq"``."""
 
-_state = {"enabled": True, "threads": None}
+
+@dataclass(frozen=True)
+class Operator:
+    """How a recurrent operator becomes a custom operator: its outputs (all of them, always computed), the input
+    slots its plan holds (constants of the model), the slots the operator takes after X (in its input order), the
+    library that holds it and that library's domain."""
+
+    outputs: int
+    weights: tuple
+    states: tuple
+    library: str
+    domain: str
+
+
+OPERATORS = {
+    ("", "LSTM"): Operator(3, (1, 2, 3, 7), (4, 5, 6), "kernel", DOMAIN),
+    ("", "GRU"): Operator(2, (1, 2, 3), (4, 5), "kernel", DOMAIN),
+    ("com.microsoft", "DynamicQuantizeLSTM"): Operator(3, (1, 2, 3, 7, 8, 9, 10, 11), (4, 5, 6), "ortq",
+                                                       DOMAIN + ".ortq"),
+}
+"""The operators this route runs, by (domain, op_type) of the ONNX node (``ai.onnx`` is "")."""
+
+_state = {"enabled": True, "threads": {}}  # threads: the setting each library holds
 _names = itertools.count()
+
+
+@dataclass(frozen=True)
+class Library:
+    """A C library holding operators: how to load it and find its file, whether the engine setting lets its
+    kernel run now (else the other routes run the NumPy engines), and the prefix of its plan functions
+    (``<prefix>_add``, ``_drop``, ``_live``, ``_threads``, ``_ns``)."""
+
+    load: Callable[[], ctypes.CDLL | None]
+    path: Callable[[], object]
+    allowed: Callable[[], bool]
+    prefix: str
+
+    def call(self, lib: ctypes.CDLL, name: str, *args):
+        return getattr(lib, f"{self.prefix}_{name}")(*args)
+
+
+LIBRARIES = {
+    "kernel": Library(_build.load, _build.library_path, lambda: setting.allows("compiled"), "fusedrnn_bridge"),
+    "ortq": Library(ort_qlstm.KERNEL.load, lambda: ort_qlstm.KERNEL.path,
+                    lambda: setting.engine("ortq") != "numpy", "ortq_bridge"),
+}
 
 
 @contextlib.contextmanager
@@ -69,43 +113,48 @@ def disabled() -> Iterator[None]:
 class NativeGraph:
     """A model rewritten with the custom operators, its session and the plans its operators hold."""
 
-    def __init__(self, session, lib, plans: list[int]):
+    def __init__(self, session, libs: dict, plans: list[tuple[str, int]]):
         self.session = session
-        self.lib = lib
-        self.plans = list(plans)  # their ids, in the order of the model's recurrent nodes
+        self.libs = {name: libs[name] for name in sorted({name for name, _ in plans})}
+        self.plans = list(plans)  # (library, id), in the order of the model's recurrent nodes
         self.share = ThreadShare()
-        weakref.finalize(self, _drop_plans, lib, self.plans)
+        weakref.finalize(self, _drop_plans, self.libs, self.plans)
+
+    def _kernel_ns(self) -> int:
+        return sum(LIBRARIES[name].call(lib, "ns") for name, lib in self.libs.items())
 
     def run(self, names: list[str], feeds: dict) -> list[np.ndarray] | None:
         """onnxruntime's outputs ``names`` for ``feeds``; None where this route does not run the call (see the
         module's docstring)."""
-        if not _state["enabled"] or not setting.allows("compiled"):
+        if not _state["enabled"] or not all(LIBRARIES[name].allowed() for name in self.libs):
             return None
         threads = 1 if self.share.one_thread else driver.call_threads()
-        if _state["threads"] != (threads, driver.THREAD_MIN_MACS):
-            _state["threads"] = (threads, driver.THREAD_MIN_MACS)
-            self.lib.fusedrnn_bridge_threads(threads, driver.THREAD_MIN_MACS)
-        ns = self.lib.fusedrnn_bridge_ns()
+        for name, lib in self.libs.items():  # the C side keeps the last setting
+            if _state["threads"].get(name) != threads:
+                _state["threads"][name] = threads
+                LIBRARIES[name].call(lib, "threads", threads, driver.THREAD_MIN_MACS)
+        ns = self._kernel_ns()
         t0 = time.perf_counter()
         try:
             out = self.session.run(names, feeds)
         except Exception:  # noqa: BLE001 -- onnxruntime's own error types: the other routes raise ours
             return None
-        self.share.update((self.lib.fusedrnn_bridge_ns() - ns) * 1e-9, time.perf_counter() - t0)
+        self.share.update((self._kernel_ns() - ns) * 1e-9, time.perf_counter() - t0)
         return out
 
 
-def _drop_plans(lib, plans: list[int]) -> None:
-    for plan in plans:
-        lib.fusedrnn_bridge_drop(plan)
+def _drop_plans(libs: dict, plans: list[tuple[str, int]]) -> None:
+    for name, plan in plans:
+        LIBRARIES[name].call(libs[name], "drop", plan)
+
+
+def _operator(node) -> Operator | None:
+    return OPERATORS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
 
 
 def native_graph(proto: onnx.ModelProto, dtypes: dict, run_node) -> NativeGraph | None:
     """The model on this route, or None where it cannot take it (see the module's docstring). ``dtypes``: the
     numpy dtype of the model's values (subgraphs included); ``run_node``: the native node function."""
-    lib = _build.load()
-    if lib is None or not setting.allows("compiled"):
-        return None
     try:
         import onnxruntime as ort
     except ImportError:
@@ -115,42 +164,50 @@ def native_graph(proto: onnx.ModelProto, dtypes: dict, run_node) -> NativeGraph 
     constants, initializers, nodes = [], {}, []
     if not _collect(model.graph, set(), constants, initializers, nodes) or not nodes:
         return None
+    used = sorted({_operator(n).library for n in nodes})
+    libs = {name: LIBRARIES[name].load() for name in used}
+    if any(lib is None or not LIBRARIES[name].allowed() for name, lib in libs.items()):
+        return None
     values = _weights(model, nodes, constants, initializers, dtypes)
     if values is None:
         return None
-    plans: list[int] = []
+    plans: list[tuple[str, int]] = []
     try:
         for node in nodes:
-            plan = _plan(lib, node, values, dtypes, run_node)
+            op = _operator(node)
+            plan = _plan(libs[op.library], op, node, values, dtypes, run_node)
             if plan is None:
                 return None
-            plans.append(plan)
-            _rewrite(node, plan)
-        model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
+            plans.append((op.library, plan))
+            _rewrite(node, op, plan)
         so = ort.SessionOptions()
         so.log_severity_level = 4  # a failed run is not an error to print: the other routes run it and raise theirs
-        so.register_custom_ops_library(_build.library_path())
+        for name in used:
+            model.opset_import.append(helper.make_opsetid(_DOMAINS[name], 1))
+            so.register_custom_ops_library(str(LIBRARIES[name].path()))
         session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     except Exception:  # noqa: BLE001 -- whatever onnxruntime refuses, the other routes run the model
-        _drop_plans(lib, plans)
+        _drop_plans(libs, plans)
         return None
-    return NativeGraph(session, lib, plans)
+    return NativeGraph(session, libs, plans)
+
+
+_DOMAINS = {op.library: op.domain for op in OPERATORS.values()}
 
 
 def _collect(graph, known: set, constants: list, initializers: dict, nodes: list) -> bool:
     """Walk ``graph`` and its subgraphs: the constant nodes (in order), every initializer by name and the recurrent
-    nodes; False where a node rules the route out (a recurrent node other than an ONNX LSTM / GRU, or whose
-    weights are not constants; a node of the bridge's own domain, which only fusedrnn writes)."""
+    nodes; False where a node rules the route out (a recurrent node this route does not run, or whose weights are
+    not constants; a node of the route's own domains, which only fusedrnn writes)."""
     initializers.update((t.name, t) for t in graph.initializer)
     known = (known | {t.name for t in graph.initializer}) - {i.name for i in graph.input}
     for node in graph.node:
-        if node.domain == DOMAIN:
+        if node.domain.startswith(DOMAIN):
             return False
         if recurrent_op(node) is not None:
-            if node.domain not in ("", "ai.onnx") or node.op_type not in OUTPUTS:
-                return False
-            weights = [node.input[k] for k in WEIGHT_SLOTS[node.op_type] if k < len(node.input)]
-            if any(n and n not in known for n in weights):
+            op = _operator(node)
+            if op is None or any(node.input[k] not in known for k in op.weights
+                                 if k < len(node.input) and node.input[k]):
                 return False
             nodes.append(node)
         elif constant_node(node, known):
@@ -162,10 +219,15 @@ def _collect(graph, known: set, constants: list, initializers: dict, nodes: list
     return True
 
 
+def _weight_names(node) -> set:
+    op = _operator(node)
+    return {node.input[k] for k in op.weights if k < len(node.input)} - {""}
+
+
 def _weights(model, nodes: list, constants: list, initializers: dict, dtypes: dict) -> dict | None:
     """{name: array} of every recurrent node's weights: initializers as they are, the other values computed by the
     constant nodes they depend on (one onnxruntime run); None where they cannot be computed."""
-    names = {node.input[k] for node in nodes for k in WEIGHT_SLOTS[node.op_type] if k < len(node.input)} - {""}
+    names = set().union(*(_weight_names(n) for n in nodes))
     values = {n: numpy_helper.to_array(initializers[n]) for n in names if n in initializers}
     wanted = sorted(names - set(values))
     if wanted:
@@ -184,46 +246,50 @@ def _weights(model, nodes: list, constants: list, initializers: dict, dtypes: di
     return values
 
 
-def _plan(lib, node, values: dict, dtypes: dict, run_node) -> int | None:
-    """The id of the C plan of a recurrent node (its weights copied), or None where the kernel's batched path does
-    not run it."""
+def _plan(lib, op: Operator, node, values: dict, dtypes: dict, run_node) -> int | None:
+    """The id of the C plan of a recurrent node (its weights copied), or None where its kernel does not run it
+    outside Python (the batched path declines it, or layout 1)."""
     attributes = proto_attributes(node)
     if int(attributes.get("layout", 0)) != 0 or dtypes.get(node.input[0]) != np.float32:
         return None
     inputs: list = [None] * len(node.input)
-    for k in WEIGHT_SLOTS[node.op_type]:
+    for k in op.weights:
         if k < len(node.input) and node.input[k]:
             inputs[k] = values[node.input[k]]
-    W = inputs[1]
-    if W is None or W.dtype != np.float32 or W.ndim != 3 or W.shape[2] == 0:
+    W = inputs[1] if len(inputs) > 1 else None
+    if W is None or W.ndim != 3 or 0 in W.shape:
         return None
-    inputs[0] = np.zeros((1, 1, W.shape[2]), np.float32)  # the probe: one step of one row
+    # the probe: one step of one row (W is [D, 4H, I], or DynamicQuantizeLSTM's transposed [D, I, 4H])
+    inputs[0] = np.zeros((1, 1, W.shape[1] if op.library == "ortq" else W.shape[2]), np.float32)
+    recording = ort_qlstm.recording if op.library == "ortq" else dispatch.recording
     try:
-        with dispatch.recording() as calls:
+        with recording() as calls:
             run_node(node, inputs, attributes)
     except Exception:  # noqa: BLE001 -- a node the other routes reject (NodeFailure) or cannot run: they raise it
         return None
-    decision = dispatch.last_decision()
-    if len(calls) != 1 or decision is None or decision.backend != "compiled":
+    if len(calls) != 1:
         return None
-    made = driver.native_plan(calls[0])
-    if isinstance(made, str):
-        return None
-    template, *arrays = made
-    raw = ctypes.create_string_buffer(template, len(template))
-    plan = lib.fusedrnn_bridge_add(raw, *(None if a is None else a.ctypes.data for a in arrays))
+    if op.library == "ortq":
+        plan = lib.ortq_bridge_add(ctypes.byref(calls[0][0]))  # while calls holds the arrays it points into
+    else:
+        decision = dispatch.last_decision()
+        made = driver.native_plan(calls[0]) if decision is not None and decision.backend == "compiled" else "no"
+        if isinstance(made, str):
+            return None
+        template, *arrays = made
+        raw = ctypes.create_string_buffer(template, len(template))
+        plan = lib.fusedrnn_bridge_add(raw, *(None if a is None else a.ctypes.data for a in arrays))
     return plan if plan >= 0 else None
 
 
-def _rewrite(node, plan: int) -> None:
-    """``node`` (in the model's copy) as the bridge's operator: X and its state inputs, every output (names made
+def _rewrite(node, op: Operator, plan: int) -> None:
+    """``node`` (in the model's copy) as the route's operator: X and its state inputs, every output (names made
     up for those the node omits), the plan's id."""
-    op = node.op_type
-    inputs = [node.input[0]] + [node.input[k] if k < len(node.input) else "" for k in STATE_SLOTS[op]]
+    inputs = [node.input[0]] + [node.input[k] if k < len(node.input) else "" for k in op.states]
     while inputs[-1] == "":
         inputs.pop()
-    outputs = list(node.output) + [f"_fusedrnn_native_{next(_names)}" for _ in range(OUTPUTS[op] - len(node.output))]
-    node.CopyFrom(helper.make_node(op, inputs, outputs, name=node.name, domain=DOMAIN, plan=plan))
+    outputs = list(node.output) + [f"_fusedrnn_native_{next(_names)}" for _ in range(op.outputs - len(node.output))]
+    node.CopyFrom(helper.make_node(node.op_type, inputs, outputs, name=node.name, domain=op.domain, plan=plan))
 
 
-__all__ = ["DOMAIN", "NativeGraph", "disabled", "native_graph"]
+__all__ = ["DOMAIN", "LIBRARIES", "OPERATORS", "Library", "NativeGraph", "Operator", "disabled", "native_graph"]

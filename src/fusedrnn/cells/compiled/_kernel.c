@@ -22,12 +22,9 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif

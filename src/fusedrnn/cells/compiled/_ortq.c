@@ -21,7 +21,7 @@
 #include <immintrin.h>
 #endif
 
-#define ORTQ_ABI 2
+#define ORTQ_ABI 3
 
 int ortq_abi_version(void) { return ORTQ_ABI; }
 
@@ -477,4 +477,142 @@ int ortq_run(const OrtqArgs *a) {
     for (int d = 0; d < a->D; d++)
         if (jobs[d].status != 0) return -1;
     return 0;
+}
+
+/* ---- the onnxruntime custom operator (fusedrnn.frontends.onnx_native) ------------------------------------------
+ *   Domain ai.fusedrnn.native.ortq, opset 1:
+ *   DynamicQuantizeLSTM(X [T, B, I] f32, sequence_lens [B] i32?, initial_h [D, B, H] f32?, initial_c f32?)
+ *        -> Y [T, D, B, H], Y_h [D, B, H], Y_c [D, B, H]      attribute plan: the id ortq_bridge_add gave
+ * One ortq_run per call with the node's quantized weights, packed by Python and copied into the plan, in native
+ * precision's semantics (fusedrnn.ops.dynamic_quantize_lstm with intra_op_threads = 1: h quantized as one block). */
+#include "_ort_api.h"
+
+typedef struct {
+    bridge_head head;
+    OrtqArgs tmpl;  /* the weight and attribute fields, pointing into mem */
+    void *mem;
+} ortq_plan;
+
+static int ortq_threads = 1;  /* threads a call may use (directions as pipes) */
+
+static void ortq_plan_release(bridge_head *head) {
+    ortq_plan *p = (ortq_plan *)head;
+    free(p->mem);
+    free(p);
+}
+
+/* Copies n bytes from src to the next 64-byte aligned place of *at (NULL stays NULL). */
+static const void *ortq_keep(char **at, const void *src, size_t n) {
+    if (!src) return NULL;
+    char *dst = *at;
+    memcpy(dst, src, n);
+    *at += align64(n);
+    return dst;
+}
+
+/* A plan from the OrtqArgs Python made for a probe call of the node (fusedrnn.cells.ort_qlstm.recording): its
+ * weight and attribute fields are copied; its id (>= 0), or -1 for a template this operator cannot hold, -2 without
+ * memory or a free slot. */
+long ortq_bridge_add(const OrtqArgs *t) {
+    if (t->D < 1 || t->D > 2 || t->H < 1 || t->I < 1 || t->H > (1 << 16) || t->I > (1 << 20) || !t->w || !t->r
+        || !t->w_colsum || !t->r_colsum || !t->w_scale || !t->r_scale || !t->w_zp || !t->r_zp || !t->reverse
+        || !t->acts || !t->alphas || !t->betas || (t->w_scale_cols != 1 && t->w_scale_cols != 4 * t->H)
+        || (t->r_scale_cols != 1 && t->r_scale_cols != 4 * t->H))
+        return -1;
+    const size_t D = (size_t)t->D, N = 4 * (size_t)t->H;
+    const size_t sizes[14] = {
+        D * (size_t)ortq_packed_size(t->I, (int)N), D * (size_t)ortq_colsum_size((int)N) * 4,
+        D * (size_t)t->w_scale_cols * 4, D * 4,
+        D * (size_t)ortq_packed_size(t->H, (int)N), D * (size_t)ortq_colsum_size((int)N) * 4,
+        D * (size_t)t->r_scale_cols * 4, D * 4,
+        t->bias ? D * N * 4 : 0, t->P ? D * 3 * (size_t)t->H * 4 : 0, D * 4, D * 3 * 4, D * 3 * 4, D * 3 * 4};
+    size_t total = 0;
+    for (int i = 0; i < 14; i++) total += align64(sizes[i]);
+    ortq_plan *p = calloc(1, sizeof *p);
+    if (!p || posix_memalign(&p->mem, 64, total ? total : 64) != 0) {
+        free(p);
+        return -2;
+    }
+    char *at = p->mem;
+    p->tmpl = *t;
+    OrtqArgs *c = &p->tmpl;
+    c->w = ortq_keep(&at, t->w, sizes[0]);
+    c->w_colsum = ortq_keep(&at, t->w_colsum, sizes[1]);
+    c->w_scale = ortq_keep(&at, t->w_scale, sizes[2]);
+    c->w_zp = ortq_keep(&at, t->w_zp, sizes[3]);
+    c->r = ortq_keep(&at, t->r, sizes[4]);
+    c->r_colsum = ortq_keep(&at, t->r_colsum, sizes[5]);
+    c->r_scale = ortq_keep(&at, t->r_scale, sizes[6]);
+    c->r_zp = ortq_keep(&at, t->r_zp, sizes[7]);
+    c->bias = ortq_keep(&at, t->bias, sizes[8]);
+    c->P = ortq_keep(&at, t->P, sizes[9]);
+    c->reverse = ortq_keep(&at, t->reverse, sizes[10]);
+    c->acts = ortq_keep(&at, t->acts, sizes[11]);
+    c->alphas = ortq_keep(&at, t->alphas, sizes[12]);
+    c->betas = ortq_keep(&at, t->betas, sizes[13]);
+    c->x = NULL; c->lens = NULL; c->h0 = c->c0 = NULL; c->Y = c->Yh = c->Yc = NULL;
+    p->head.kind = 0;
+    p->head.release = ortq_plan_release;
+    return bridge_register(&p->head);
+}
+
+void ortq_bridge_drop(long id) { bridge_drop(id); }
+int ortq_bridge_live(void) { return bridge_count(); }
+void ortq_bridge_threads(int n, long min_macs) {  /* every call may use n threads (as fusedrnn.ops) */
+    (void)min_macs;
+    __atomic_store_n(&ortq_threads, n < 1 ? 1 : n > POOL_MAX ? POOL_MAX : n, __ATOMIC_RELAXED);
+}
+long ortq_bridge_ns(void) { return __atomic_load_n(&bridge_ns, __ATOMIC_RELAXED); }
+
+static OrtStatus *ortq_compute(void *kernel, OrtKernelContext *ctx) {
+    const bridge_kernel *k = kernel;
+    const void *api = k->api;
+    const ortq_plan *p = (const ortq_plan *)k->plan;
+    const int D = p->tmpl.D, H = p->tmpl.H;
+    bridge_tensor in[4];
+    int64_t T = 0, B = 0;
+    OrtStatus *st = bridge_inputs(api, ctx, 4, in);
+    if (st || (st = bridge_check(api, in, 4, p->tmpl.I, D, H, &T, &B))) return st;
+    const int64_t ydims[4] = {T, D, B, H}, sdims[3] = {D, B, H};
+    float *Y = NULL, *Yh = NULL, *Yc = NULL;
+    if ((st = bridge_output(api, ctx, 0, ydims, 4, &Y)) || (st = bridge_output(api, ctx, 1, sdims, 3, &Yh))
+        || (st = bridge_output(api, ctx, 2, sdims, 3, &Yc)))
+        return st;
+    const size_t state = (size_t)D * B * H;
+    memset(Y, 0, (size_t)T * state * sizeof(float));
+    memset(Yh, 0, state * sizeof(float));
+    memset(Yc, 0, state * sizeof(float));
+    /* absent inputs: every row T steps, zero states */
+    const size_t extra = (in[1].data ? 0 : (size_t)B * 4) + (in[2].data ? 0 : state * 4)
+                         + (in[3].data ? 0 : state * 4);
+    char *mem = extra ? calloc(1, extra) : NULL;
+    if (extra && !mem) return bridge_no_memory(api);
+    char *at = mem;
+    int32_t *lens = in[1].data;
+    if (!lens) {
+        lens = (int32_t *)at;
+        at += (size_t)B * 4;
+        for (int64_t b = 0; b < B; b++) lens[b] = (int32_t)T;
+    }
+    const float *h0 = in[2].data, *c0 = in[3].data;
+    if (!h0) { h0 = (const float *)at; at += state * 4; }
+    if (!c0) c0 = (const float *)at;
+    OrtqArgs a = p->tmpl;
+    a.T = (int)T; a.B = (int)B; a.x = in[0].data; a.lens = lens; a.h0 = h0; a.c0 = c0;
+    a.block_rows = (int)B;
+    a.threads = __atomic_load_n(&ortq_threads, __ATOMIC_RELAXED);
+    a.Y = Y; a.Yh = Yh; a.Yc = Yc;
+    const long t0 = bridge_now_ns();
+    const int rc = ortq_run(&a);
+    __atomic_add_fetch(&bridge_ns, bridge_now_ns() - t0, __ATOMIC_RELAXED);
+    free(mem);
+    return rc == 0 ? NULL : bridge_no_memory(api);
+}
+
+static const bridge_op ortq_ops[] = {BRIDGE_OP("DynamicQuantizeLSTM", 0, 4, 3, ortq_compute)};
+
+/* onnxruntime's entry point of a custom-op library (SessionOptions.register_custom_ops_library). */
+__attribute__((visibility("default"))) OrtStatus *RegisterCustomOps(OrtSessionOptions *options,
+                                                                    const OrtApiBase *base) {
+    return bridge_register_ops(options, base, "ai.fusedrnn.native.ortq", ortq_ops, 1);
 }

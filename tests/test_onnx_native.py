@@ -25,6 +25,7 @@ from fusedrnn.frontends import onnx_native, onnx_ort
 
 ort = pytest.importorskip("onnxruntime")
 from test_dynamic_quantize_lstm import model_of, ort_outputs, random_case  # noqa: E402
+
 pytest.importorskip("onnxruntime_extensions")
 onnx_ort.declare_ops()  # at collection: before any test of the run opens an onnxruntime-extensions session
 if _build.load() is None:
@@ -376,3 +377,20 @@ def test_dynamic_quantize_lstm_plans_are_freed_with_their_models():
     del m
     gc.collect()
     assert lib.ortq_bridge_live() == before
+
+
+def test_more_rows_than_the_kernel_takes_run_on_the_other_routes(monkeypatch):
+    """Above driver.BATCHED_MAX_ROWS rows the other routes run the NumPy engine; the operator refuses such a call
+    (its plan holds the limit) and the run goes there, with the same bits."""
+    monkeypatch.setattr(driver, "BATCHED_MAX_ROWS", 8)
+    rng = np.random.default_rng(37)
+    model, feeds = lstm_model("LSTM", rng, T=3, B=5, I=4, H=16, direction="bidirectional")
+    for i in model.graph.input:
+        i.type.tensor_type.ClearField("shape")
+    m = native_model(model)
+    small = {"X": feeds["X"][:, :4]}
+    assert_same(m.run(small), fonnx.load(model, executor="reference").run(small))
+    assert route(m) is not None
+    ns = route(m).libs["kernel"].fusedrnn_bridge_ns()
+    assert_same(m.run(feeds), fonnx.load(model, executor="reference").run(feeds))  # 10 rows: the NumPy engine
+    assert route(m).libs["kernel"].fusedrnn_bridge_ns() == ns

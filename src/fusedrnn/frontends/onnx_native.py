@@ -278,7 +278,8 @@ def _plan(lib, op: Operator, node, values: dict, dtypes: dict, run_node) -> int 
             return None
         template, *arrays = made
         raw = ctypes.create_string_buffer(template, len(template))
-        plan = lib.fusedrnn_bridge_add(raw, *(None if a is None else a.ctypes.data for a in arrays))
+        plan = lib.fusedrnn_bridge_add(raw, *(None if a is None else a.ctypes.data for a in arrays),
+                                       driver.BATCHED_MAX_ROWS)
     return plan if plan >= 0 else None
 
 

@@ -25,7 +25,7 @@ def _bind(lib: ctypes.CDLL) -> None:
     lib.fusedrnn_pool_stats.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.fusedrnn_pool_stats.restype = ctypes.c_int
     # the onnxruntime custom operators (_ort_bridge.h)
-    lib.fusedrnn_bridge_add.argtypes = [ctypes.c_void_p] * 5
+    lib.fusedrnn_bridge_add.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_long]
     lib.fusedrnn_bridge_add.restype = ctypes.c_long
     lib.fusedrnn_bridge_drop.argtypes = [ctypes.c_long]
     lib.fusedrnn_bridge_drop.restype = None

@@ -22,6 +22,7 @@ typedef struct {
     float *W, *R, *xb, *bh;     /* copies: [D, G·H, I], [D, G·H, H], [D, G·H] or NULL, [D, H] or NULL */
     float *Rpk;                 /* the packed [W | R], filled by the first call that runs steps */
     void *mem;
+    long max_rows;              /* the most D·B rows the other routes give this kernel (driver.BATCHED_MAX_ROWS) */
     int packed;                 /* atomic: Rpk holds the packed weights */
     pthread_mutex_t pack_lock;
 } rnn_plan;
@@ -37,8 +38,10 @@ static void rnn_plan_release(bridge_head *head) {
 }
 
 /* A plan from a template of driver._template (batched path, B = 1) and the arrays of driver.native_plan; its id
- * (>= 0), or -1 where the template is not one the bridge runs, -2 without memory or a free slot. */
-long fusedrnn_bridge_add(const rnn_args *tmpl, const float *W, const float *R, const float *xb, const float *bh) {
+ * (>= 0), or -1 where the template is not one the bridge runs, -2 without memory or a free slot. A call of more
+ * than max_rows rows (D·B) is refused: the other routes run it on the NumPy engine. */
+long fusedrnn_bridge_add(const rnn_args *tmpl, const float *W, const float *R, const float *xb, const float *bh,
+                         long max_rows) {
     const rnn_args *t = tmpl;
     if ((t->kind != KIND_LSTM && t->kind != KIND_GRU) || t->D < 1 || t->D > 2 || t->H < 1 || t->I < 1
         || t->H > (1 << 16) || t->I > (1 << 20) || t->G != (t->kind == KIND_LSTM ? 4 : 3) || t->Hp != t->H
@@ -63,6 +66,7 @@ long fusedrnn_bridge_add(const rnn_args *tmpl, const float *W, const float *R, c
     if (bh) memcpy(p->bh, bh, nbh * sizeof(float));
     p->Rpk = m + off;
     p->tmpl = *t;
+    p->max_rows = max_rows;
     pthread_mutex_init(&p->pack_lock, NULL);
     p->head.kind = t->kind;
     p->head.release = rnn_plan_release;
@@ -95,6 +99,9 @@ static OrtStatus *rnn_compute(void *kernel, OrtKernelContext *ctx) {
     int64_t T = 0, B = 0;
     OrtStatus *st = bridge_inputs(api, ctx, k->op->inputs, in);
     if (st || (st = bridge_check(api, in, k->op->inputs, t->I, D, H, &T, &B))) return st;
+    if (D * B > p->max_rows)
+        return bridge_error(api, "X: %d·%lld rows, more than the kernel takes (%ld): the other routes run it", D,
+                            (long long)B, p->max_rows);
     int64_t *lens = NULL;
     long steps = T;
     if (in[1].data) {  /* lengths all T run as none */

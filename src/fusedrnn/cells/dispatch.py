@@ -20,14 +20,14 @@ is logged at debug level on the ``"fusedrnn"`` logger.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import UnsupportedFeatureError
 from . import setting
+from .call_log import CallLog
 from .compiled import driver as compiled_driver
 from .rounded import driver as rounded_driver
 from .setting import ENGINES, engine, set_engine, using
@@ -105,8 +105,7 @@ def run(kind: str, args: dict, loop: Callable[..., tuple]) -> tuple:
         why = backend.accepts(call)
         if why is None:
             _last.decision = (kind, name, backend.name, declined)
-            if getattr(_last, "calls", None) is not None:
-                _last.calls.append(call)
+            _log.note(call)
             if declined and log.isEnabledFor(logging.DEBUG):
                 log.debug("%s", last_decision())
             return backend.run(call)
@@ -117,16 +116,10 @@ def run(kind: str, args: dict, loop: Callable[..., tuple]) -> tuple:
                                   f"{declined[-1][1]}")
 
 
-@contextlib.contextmanager
-def recording() -> Iterator[list]:
-    """Context in which this thread's engine calls are appended to the list it yields, each a :class:`Call` with
-    what its backend prepared (the ONNX custom-op bridge reads the compiled kernel's plan of a probe call)."""
-    old = getattr(_last, "calls", None)
-    _last.calls = calls = []
-    try:
-        yield calls
-    finally:
-        _last.calls = old
+_log = CallLog()
+recording = _log.recording
+"""Context in which this thread's engine calls are appended to the list it yields, each a :class:`Call` with what
+its backend prepared (the ONNX custom-op bridge reads the compiled kernel's plan of a probe call)."""
 
 
 def last_decision() -> Decision | None:

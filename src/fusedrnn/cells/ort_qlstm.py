@@ -26,16 +26,15 @@ in 2^29 operations).
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _native
 from . import setting
+from .call_log import CallLog
 from .compiled import driver as compiled_driver
 from .compiled.driver import immutable
 
@@ -392,8 +391,7 @@ def _compiled_run(lib, x, lens, W, R, bias, h0, c0, P, reverse, acts, clip, inpu
                  want_y=int(want_y), block_rows=blocks[0][1] - blocks[0][0], threads=compiled_driver.call_threads(),
                  Y=y, Yh=y + 4 * n_y, Yc=y + 4 * (n_y + n_s), **fields)
     status = lib.ortq_run(ctypes.byref(args))
-    if getattr(_recording, "calls", None) is not None:
-        _recording.calls.append((args, (keep, bias, P)))
+    _log.note((args, (keep, bias, P)))
     del keep
     if status != 0:
         raise MemoryError(f"DynamicQuantizeLSTM kernel: could not allocate its buffers (status {status})")
@@ -401,19 +399,10 @@ def _compiled_run(lib, x, lens, W, R, bias, h0, c0, P, reverse, acts, clip, inpu
             out[n_y + n_s:].reshape(D, Bn, H))
 
 
-_recording = threading.local()
-
-
-@contextlib.contextmanager
-def recording() -> Iterator[list]:
-    """Context in which this thread's compiled kernel calls are appended to the list it yields, each as (its
-    ``_Args``, the arrays its pointers hold): the ONNX custom-op bridge copies a probe call's weight fields."""
-    old = getattr(_recording, "calls", None)
-    _recording.calls = calls = []
-    try:
-        yield calls
-    finally:
-        _recording.calls = old
+_log = CallLog()
+recording = _log.recording
+"""Context in which this thread's compiled kernel calls are appended to the list it yields, each as (its
+``_Args``, the arrays its pointers hold): the ONNX custom-op bridge copies a probe call's weight fields."""
 
 
 def dynamic_quantize_lstm_sequence(x: np.ndarray, lens: np.ndarray, W: QuantizedWeights, R: QuantizedWeights,

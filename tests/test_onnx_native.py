@@ -98,6 +98,16 @@ def route(m):
     return m._ort_graph()._native
 
 
+def run_native(m, feeds):
+    """``m.run(feeds)``, checking that the native route ran it (a fallback to the other routes gives the same
+    bits, so the comparisons alone could not tell)."""
+    graph = m._ort_graph()
+    before = 0 if not graph._native else graph._native.runs
+    out = m.run(feeds)
+    assert graph._native and graph._native.runs == before + 1, "the native route did not run the call"
+    return out
+
+
 def assert_same(a: dict, b: dict):
     assert a.keys() == b.keys()
     for k in a:
@@ -120,8 +130,7 @@ def test_random_nodes_match_reference_bit_for_bit_and_onnxruntime(seed, op, dire
     model, feeds = lstm_model(op, rng, T=T, B=B, I=I, H=H_UNIT * units, direction=direction, bias=bias, lens=lens,
                               states=states, outputs=outputs, weights=weights, attrs=attrs)
     m = native_model(model)
-    got = m.run(feeds)
-    assert route(m) is not None
+    got = run_native(m, feeds)
     want = fonnx.load(model, executor="reference").run(feeds)
     assert_same(got, want)
     with onnx_native.disabled():  # the partition route: the same kernel call
@@ -159,8 +168,7 @@ def test_nodes_in_if_branches_with_weights_built_from_constants():
     for cond in (True, False):
         feeds = {"cond": np.array(cond), "X": rng.uniform(-1, 1, (T, B, I)).astype(np.float32),
                  "initial_h": rng.uniform(-1, 1, (1, B, H)).astype(np.float32)}
-        got = m.run(feeds)
-        assert route(m) is not None
+        got = run_native(m, feeds)
         assert_same(got, fonnx.load(model, executor="reference").run(feeds))
         np.testing.assert_allclose(got["out"], ort_run(model, feeds)["out"], rtol=0, atol=2e-5)
 
@@ -213,8 +221,7 @@ def test_the_engine_setting_and_disabled_send_runs_to_the_other_routes():
     rng = np.random.default_rng(7)
     model, feeds = lstm_model("GRU", rng, T=4, B=3, I=6, H=16, states=("initial_h",))
     m = native_model(model)
-    native = m.run(feeds)
-    assert route(m) is not None
+    native = run_native(m, feeds)
     with dispatch.using("numpy"):  # the NumPy engine: the reference executor's result on that engine
         assert_same(m.run(feeds), fonnx.load(model, executor="reference").run(feeds))
     with onnx_native.disabled():
@@ -227,8 +234,7 @@ def test_errors_are_those_of_the_other_routes():
     for i in model.graph.input:  # undeclared shapes: the operator's own checks see the bad feeds
         i.type.tensor_type.ClearField("shape")
     m = native_model(model)
-    m.run(feeds)
-    assert route(m) is not None
+    run_native(m, feeds)
     bad = dict(feeds, sequence_lens=np.array([1, 4], np.int32))
     with pytest.raises(SequenceLengthError, match=r"sequence_lens: expected every length in \[0, 3\]"):
         m.run(bad)
@@ -237,7 +243,7 @@ def test_errors_are_those_of_the_other_routes():
         m.run(bad)
     with pytest.raises(FusedRNNError, match="input_size"):
         m.run(dict(feeds, X=np.zeros((3, 2, 5), np.float32)))
-    assert_same(m.run(feeds), fonnx.load(model, executor="reference").run(feeds))  # the session survives
+    assert_same(run_native(m, feeds), fonnx.load(model, executor="reference").run(feeds))  # the session survives
 
 
 def _operator_model(plan, x_shape=(2, 1, 4), domain=onnx_native.DOMAIN):
@@ -316,7 +322,7 @@ def test_threads_share_one_model():
     m = native_model(model)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         got = list(pool.map(m.run, feeds * 3))
-    assert route(m) is not None
+    assert route(m) is not None and route(m).runs > 0
     for k, g in enumerate(got):
         assert_same(g, want[k % len(feeds)])
 
@@ -328,10 +334,9 @@ def test_thread_counts_give_the_same_bits():
     one = None
     for n in (1, 2, 3):
         with driver.thread_limit(n):
-            got = m.run(feeds)
+            got = m.run(feeds) if one is None else run_native(m, feeds)
         one = got if one is None else one
         assert_same(got, one)
-    assert route(m) is not None
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -354,7 +359,7 @@ def test_dynamic_quantize_lstm_nodes_match_the_reference_and_onnxruntime(seed):
         del model.graph.input[1:3]
         del feeds["h0"], feeds["c0"]
     m = native_model(model)
-    got = m.run(feeds)
+    got = run_native(m, feeds)
     assert [lib for lib, _ in route(m).plans] == ["ortq"]
     assert_same(got, fonnx.load(model, executor="reference").run(feeds))
     plain = dict(zip([o.name for o in model.graph.output], ort_outputs(model, feeds), strict=True))
@@ -389,8 +394,60 @@ def test_more_rows_than_the_kernel_takes_run_on_the_other_routes(monkeypatch):
         i.type.tensor_type.ClearField("shape")
     m = native_model(model)
     small = {"X": feeds["X"][:, :4]}
-    assert_same(m.run(small), fonnx.load(model, executor="reference").run(small))
-    assert route(m) is not None
+    assert_same(run_native(m, small), fonnx.load(model, executor="reference").run(small))
     ns = route(m).libs["kernel"].fusedrnn_bridge_ns()
     assert_same(m.run(feeds), fonnx.load(model, executor="reference").run(feeds))  # 10 rows: the NumPy engine
     assert route(m).libs["kernel"].fusedrnn_bridge_ns() == ns
+
+
+def test_branches_defining_the_same_weight_names_take_the_other_routes():
+    """The two branches of an If may each define their own W, R and B under the same names (legal ONNX); the
+    route looks weights up by name across scopes, so it declines such a model (it gave both branches one set)."""
+    rng = np.random.default_rng(41)
+    T, B, I, H = 3, 2, 5, 16
+    branches = []
+    for weights in ("initializers", "constants"):
+        inner, _ = lstm_model("LSTM", rng, T=T, B=B, I=I, H=H, weights=weights, states=("initial_h",))
+        g = inner.graph
+        g.node[-1].output[:] = [f"Y_{weights}", f"Y_h_{weights}", f"Y_c_{weights}"]
+        branches.append(helper.make_graph(list(g.node), weights, [],
+                                          [helper.make_tensor_value_info(f"Y_h_{weights}", TensorProto.FLOAT, None)],
+                                          list(g.initializer)))
+    branches[1].node[-1].input[:] = list(branches[0].node[-1].input)  # W, R, B: the same names in both branches
+    model = _if_model(rng, T, B, I, H)
+    model.graph.node[0].attribute[0].g.CopyFrom(branches[0])
+    model.graph.node[0].attribute[1].g.CopyFrom(branches[1])
+    m = native_model(model)
+    for cond in (True, False):
+        feeds = {"cond": np.array(cond), "X": rng.uniform(-1, 1, (T, B, I)).astype(np.float32),
+                 "initial_h": rng.uniform(-1, 1, (1, B, H)).astype(np.float32)}
+        got = m.run(feeds)
+        assert route(m) is None
+        assert_same(got, fonnx.load(model, executor="reference").run(feeds))
+
+
+def test_a_declined_node_leaves_no_plans_behind():
+    """A model whose second node the route declines (clip) drops the plan it made for the first."""
+    lib = _build.load()
+    rng = np.random.default_rng(43)
+    model, feeds = lstm_model("LSTM", rng, T=2, B=2, I=4, H=16)
+    clipped, _ = lstm_model("LSTM", rng, T=2, B=2, I=16, H=16, attrs={"clip": 0.5})
+    node = clipped.graph.node[0]
+    node.input[:] = ["Y_h2d", "W2", "R2", "B2"]
+    node.output[:] = ["Y2"]
+    for t in clipped.graph.initializer:
+        t.name += "2"
+    reshape = helper.make_node("Reshape", ["Y_h", "shape"], ["Y_h2d"])
+    model.graph.node.extend([reshape, node])
+    model.graph.initializer.extend([*clipped.graph.initializer,
+                                    numpy_helper.from_array(np.array([1, 2, 16], np.int64), "shape")])
+    model.graph.output.append(helper.make_tensor_value_info("Y2", TensorProto.FLOAT, None))
+    gc.collect()
+    before = lib.fusedrnn_bridge_live()
+    for _ in range(3):
+        m = native_model(model)
+        assert_same(m.run(feeds), fonnx.load(model, executor="reference").run(feeds))
+        assert route(m) is None
+    del m
+    gc.collect()
+    assert lib.fusedrnn_bridge_live() == before

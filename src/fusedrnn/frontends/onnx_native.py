@@ -118,6 +118,7 @@ class NativeGraph:
         self.libs = {name: libs[name] for name in sorted({name for name, _ in plans})}
         self.plans = list(plans)  # (library, id), in the order of the model's recurrent nodes
         self.share = ThreadShare()
+        self.runs = 0  # runs this route completed (tests check that the operators ran)
         weakref.finalize(self, _drop_plans, self.libs, self.plans)
 
     def _kernel_ns(self) -> int:
@@ -140,6 +141,7 @@ class NativeGraph:
         except Exception:  # noqa: BLE001 -- onnxruntime's own error types: the other routes raise ours
             return None
         self.share.update((self._kernel_ns() - ns) * 1e-9, time.perf_counter() - t0)
+        self.runs += 1
         return out
 
 
@@ -162,7 +164,7 @@ def native_graph(proto: onnx.ModelProto, dtypes: dict, run_node) -> NativeGraph 
     model = onnx.ModelProto()
     model.CopyFrom(proto)
     constants, initializers, nodes = [], {}, []
-    if not _collect(model.graph, set(), constants, initializers, nodes) or not nodes:
+    if not _collect(model.graph, set(), constants, initializers, nodes) or not nodes or not _unique_names(model.graph):
         return None
     used = sorted({_operator(n).library for n in nodes})
     libs = {name: LIBRARIES[name].load() for name in used}
@@ -177,6 +179,7 @@ def native_graph(proto: onnx.ModelProto, dtypes: dict, run_node) -> NativeGraph 
             op = _operator(node)
             plan = _plan(libs[op.library], op, node, values, dtypes, run_node)
             if plan is None:
+                _drop_plans(libs, plans)
                 return None
             plans.append((op.library, plan))
             _rewrite(node, op, plan)
@@ -217,6 +220,22 @@ def _collect(graph, known: set, constants: list, initializers: dict, nodes: list
             if not _collect(g, known, constants, initializers, nodes):
                 return False
     return True
+
+
+def _unique_names(graph) -> bool:
+    """Whether no value name is defined twice in the model (initializers and node outputs, subgraphs included):
+    the weights are looked up by name across scopes, and the branches of an ``If`` may each define their own ``W``
+    (legal ONNX, but this route then declines)."""
+    seen: set = set()
+
+    def visit(g) -> bool:
+        for name in [t.name for t in g.initializer] + [o for n in g.node for o in n.output if o]:
+            if name in seen:
+                return False
+            seen.add(name)
+        return all(visit(s) for n in g.node for s in subgraphs(n))
+
+    return visit(graph)
 
 
 def _weight_names(node) -> set:

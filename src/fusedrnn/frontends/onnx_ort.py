@@ -349,7 +349,10 @@ class OrtGraph:
             if self._native is False:
                 with self._lock:
                     if self._native is False:
-                        self._native = native_graph(self._proto, self._dtypes, node_function)
+                        try:
+                            self._native = native_graph(self._proto, self._dtypes, node_function)
+                        except Exception:  # noqa: BLE001 -- whatever the rewrite trips on, the other routes run it
+                            self._native = None
             if self._native is not None:
                 out = self._native.run(names, feeds)
                 if out is not None:

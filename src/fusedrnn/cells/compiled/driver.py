@@ -495,7 +495,9 @@ def immutable(a: np.ndarray) -> bool:
 
 _PANELS: dict = {}
 _PANELS_MAX = 32
-_panels_lock = threading.Lock()
+_panels_lock = threading.RLock()
+"""Guards the cache's changes; re-entrant: making the weak reference under it can run a collection whose callback
+drops another entry (_drop_panels) on the same thread."""
 
 
 def _panels(W: np.ndarray, R: np.ndarray, args, n: int, keep: list):

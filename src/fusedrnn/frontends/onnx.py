@@ -247,8 +247,10 @@ def load(path_or_model: str | os.PathLike | bytes | onnx.ModelProto, target: Tar
     """Load an ONNX model (a path, serialized bytes or a ModelProto, which is copied) as a :class:`Model`;
     ``target`` as in :meth:`Model.to`.
 
-    ``executor`` runs the non-recurrent nodes: "onnxruntime" (onnxruntime with the recurrent nodes as
-    onnxruntime-extensions Python ops, :mod:`fusedrnn.frontends.onnx_ort`), "reference" (onnx's
+    ``executor`` runs the non-recurrent nodes: "onnxruntime" (in native precision the whole model as one session
+    with the recurrent nodes as custom operators of fusedrnn's C libraries where they allow it,
+    :mod:`fusedrnn.frontends.onnx_native`; else onnxruntime segments around the recurrent nodes or the recurrent
+    nodes as onnxruntime-extensions Python ops, :mod:`fusedrnn.frontends.onnx_ort`), "reference" (onnx's
     ReferenceEvaluator) or "auto" (onnxruntime when onnxruntime and onnxruntime-extensions import and the model
     loads in it, else reference). Reading the model: :func:`fusedrnn.frontends.onnx_load.read_model`."""
     return Model(read_model(path_or_model), target, executor=executor)

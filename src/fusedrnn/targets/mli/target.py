@@ -169,11 +169,13 @@ class _Direction:
                 np.int64)
         return mli_quantize(np.asarray(a, np.float32), bits=16, frac_bits=p).astype(np.int64)
 
-    def dequantize(self, q, p):
+    def dequantize(self, q, p, out=None):
+        """Real values of the integers ``q`` (float64), or written into ``out`` (float32: each value computed in
+        float64 and rounded once, the bits of casting the float64 result)."""
         if self.flavor == "sa8":
             s, z, f = p
-            return (q - z) * _real(s, f)
-        return np.ldexp(q.astype(np.float64), -p)
+            return np.multiply(np.subtract(q, z, dtype=np.float64), _real(s, f), out=out, casting="unsafe")
+        return np.ldexp(q.astype(np.float64), -p, out=out, casting="unsafe")
 
 
 class MliPrepared(Prepared):
@@ -222,10 +224,10 @@ class MliPrepared(Prepared):
                 Yq, h = rnn_sequence(xq, h0, q.Wi, q.Wo, q.b, q.q, reverse=core_rev, valid=valid, **kw)
             if rev:  # processing order -> time order
                 Yq = Yq[::-1] if valid is None else reverse_valid_prefix(Yq, lens)
-            Yd = q.dequantize(Yq, q.q.out)
-            if valid is not None:
-                Yd = np.where(valid[..., None], Yd, 0.0)
-            Y[:, d] = Yd
+            if valid is None:
+                q.dequantize(Yq, q.q.out, out=Y[:, d])
+            else:
+                Y[:, d] = np.where(valid[..., None], q.dequantize(Yq, q.q.out), 0.0)
             hs.append(q.dequantize(h, q.q.out))
             if self.trace is not None:
                 io = np.int8 if q.flavor == "sa8" else np.int16

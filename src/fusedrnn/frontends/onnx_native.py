@@ -51,24 +51,38 @@ DOMAIN = "ai.fusedrnn.native"
 ``DOMAIN + ".ortq"``."""
 
 
+LSTM_INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P")
+"""ONNX LSTM's input slots, in order (GRU's are the first six; DynamicQuantizeLSTM's add the weights' scales and
+zero points)."""
+
+
 @dataclass(frozen=True)
 class Operator:
-    """How a recurrent operator becomes a custom operator: its outputs (all of them, always computed), the input
-    slots its plan holds (constants of the model), the slots the operator takes after X (in its input order), the
-    library that holds it and that library's domain."""
+    """How a recurrent operator becomes a custom operator: its input slots (names, in ONNX's order), its outputs
+    (all of them, always computed), the inputs its plan holds (constants of the model), the inputs the operator
+    takes after X (in its input order), W's axis of input_size, the library that holds it and that library's
+    domain."""
 
+    inputs: tuple
     outputs: int
     weights: tuple
     states: tuple
+    input_axis: int
     library: str
     domain: str
 
+    def slots(self, names: tuple) -> tuple:
+        return tuple(self.inputs.index(n) for n in names)
+
 
 OPERATORS = {
-    ("", "LSTM"): Operator(3, (1, 2, 3, 7), (4, 5, 6), "kernel", DOMAIN),
-    ("", "GRU"): Operator(2, (1, 2, 3), (4, 5), "kernel", DOMAIN),
-    ("com.microsoft", "DynamicQuantizeLSTM"): Operator(3, (1, 2, 3, 7, 8, 9, 10, 11), (4, 5, 6), "ortq",
-                                                       DOMAIN + ".ortq"),
+    ("", "LSTM"): Operator(LSTM_INPUTS, 3, ("W", "R", "B", "P"), ("sequence_lens", "initial_h", "initial_c"), 2,
+                           "kernel", DOMAIN),
+    ("", "GRU"): Operator(LSTM_INPUTS[:6], 2, ("W", "R", "B"), ("sequence_lens", "initial_h"), 2, "kernel", DOMAIN),
+    ("com.microsoft", "DynamicQuantizeLSTM"): Operator(
+        LSTM_INPUTS + ("W_scale", "W_zero_point", "R_scale", "R_zero_point"), 3,
+        ("W", "R", "B", "P", "W_scale", "W_zero_point", "R_scale", "R_zero_point"),
+        ("sequence_lens", "initial_h", "initial_c"), 1, "ortq", DOMAIN + ".ortq"),
 }
 """The operators this route runs, by (domain, op_type) of the ONNX node (``ai.onnx`` is "")."""
 
@@ -76,15 +90,35 @@ _state = {"enabled": True, "threads": {}}  # threads: the setting each library h
 _names = itertools.count()
 
 
+def _float_plan(lib: ctypes.CDLL, call) -> int:
+    """The float kernel's plan of a recorded engine call (-1 where the compiled batched path did not take it)."""
+    decision = dispatch.last_decision()
+    made = driver.native_plan(call) if decision is not None and decision.backend == "compiled" else "not compiled"
+    if isinstance(made, str):
+        return -1
+    template, *arrays = made
+    raw = ctypes.create_string_buffer(template, len(template))
+    return lib.fusedrnn_bridge_add(raw, *(None if a is None else a.ctypes.data for a in arrays),
+                                   driver.BATCHED_MAX_ROWS)
+
+
+def _ortq_plan(lib: ctypes.CDLL, call) -> int:
+    """The DynamicQuantizeLSTM kernel's plan of a recorded call: (its arguments, the arrays they point into, kept
+    alive by the record while the plan copies them)."""
+    return lib.ortq_bridge_add(ctypes.byref(call[0]))
+
+
 @dataclass(frozen=True)
 class Library:
     """A C library holding operators: how to load it and find its file, whether the engine setting lets its
-    kernel run now (else the other routes run the NumPy engines), and the prefix of its plan functions
-    (``<prefix>_add``, ``_drop``, ``_live``, ``_threads``, ``_ns``)."""
+    kernel run now (else the other routes run the NumPy engines), the log of its kernel calls and how a plan is
+    made from one, and the prefix of its plan functions (``<prefix>_drop``, ``_live``, ``_threads``, ``_ns``)."""
 
     load: Callable[[], ctypes.CDLL | None]
     path: Callable[[], object]
     allowed: Callable[[], bool]
+    recording: Callable
+    plan: Callable[[ctypes.CDLL, object], int]
     prefix: str
 
     def call(self, lib: ctypes.CDLL, name: str, *args):
@@ -92,9 +126,10 @@ class Library:
 
 
 LIBRARIES = {
-    "kernel": Library(_build.load, _build.library_path, lambda: setting.allows("compiled"), "fusedrnn_bridge"),
+    "kernel": Library(_build.load, _build.library_path, lambda: setting.allows("compiled"), dispatch.recording,
+                      _float_plan, "fusedrnn_bridge"),
     "ortq": Library(ort_qlstm.KERNEL.load, lambda: ort_qlstm.KERNEL.path,
-                    lambda: setting.engine("ortq") != "numpy", "ortq_bridge"),
+                    lambda: setting.engine("ortq") != "numpy", ort_qlstm.recording, _ortq_plan, "ortq_bridge"),
 }
 
 
@@ -209,7 +244,7 @@ def _collect(graph, known: set, constants: list, initializers: dict, nodes: list
             return False
         if recurrent_op(node) is not None:
             op = _operator(node)
-            if op is None or any(node.input[k] not in known for k in op.weights
+            if op is None or any(node.input[k] not in known for k in op.slots(op.weights)
                                  if k < len(node.input) and node.input[k]):
                 return False
             nodes.append(node)
@@ -240,7 +275,7 @@ def _unique_names(graph) -> bool:
 
 def _weight_names(node) -> set:
     op = _operator(node)
-    return {node.input[k] for k in op.weights if k < len(node.input)} - {""}
+    return {node.input[k] for k in op.slots(op.weights) if k < len(node.input)} - {""}
 
 
 def _weights(model, nodes: list, constants: list, initializers: dict, dtypes: dict) -> dict | None:
@@ -272,44 +307,33 @@ def _plan(lib, op: Operator, node, values: dict, dtypes: dict, run_node) -> int 
     if int(attributes.get("layout", 0)) != 0 or dtypes.get(node.input[0]) != np.float32:
         return None
     inputs: list = [None] * len(node.input)
-    for k in op.weights:
+    for k in op.slots(op.weights):
         if k < len(node.input) and node.input[k]:
             inputs[k] = values[node.input[k]]
-    W = inputs[1] if len(inputs) > 1 else None
+    W = inputs[op.inputs.index("W")] if len(inputs) > 1 else None
     if W is None or W.ndim != 3 or 0 in W.shape:
         return None
-    # the probe: one step of one row (W is [D, 4H, I], or DynamicQuantizeLSTM's transposed [D, I, 4H])
-    inputs[0] = np.zeros((1, 1, W.shape[1] if op.library == "ortq" else W.shape[2]), np.float32)
-    recording = ort_qlstm.recording if op.library == "ortq" else dispatch.recording
+    inputs[0] = np.zeros((1, 1, W.shape[op.input_axis]), np.float32)  # the probe: one step of one row
+    library = LIBRARIES[op.library]
     try:
-        with recording() as calls:
+        with library.recording() as calls:
             run_node(node, inputs, attributes)
     except Exception:  # noqa: BLE001 -- a node the other routes reject (NodeFailure) or cannot run: they raise it
         return None
-    if len(calls) != 1:
-        return None
-    if op.library == "ortq":
-        plan = lib.ortq_bridge_add(ctypes.byref(calls[0][0]))  # while calls holds the arrays it points into
-    else:
-        decision = dispatch.last_decision()
-        made = driver.native_plan(calls[0]) if decision is not None and decision.backend == "compiled" else "no"
-        if isinstance(made, str):
-            return None
-        template, *arrays = made
-        raw = ctypes.create_string_buffer(template, len(template))
-        plan = lib.fusedrnn_bridge_add(raw, *(None if a is None else a.ctypes.data for a in arrays),
-                                       driver.BATCHED_MAX_ROWS)
+    plan = library.plan(lib, calls[0]) if len(calls) == 1 else -1
     return plan if plan >= 0 else None
 
 
 def _rewrite(node, op: Operator, plan: int) -> None:
     """``node`` (in the model's copy) as the route's operator: X and its state inputs, every output (names made
     up for those the node omits), the plan's id."""
-    inputs = [node.input[0]] + [node.input[k] if k < len(node.input) else "" for k in op.states]
+    given = list(node.input)
+    inputs = [given[0]] + [given[k] if k < len(given) else "" for k in op.slots(op.states)]
     while inputs[-1] == "":
         inputs.pop()
     outputs = list(node.output) + [f"_fusedrnn_native_{next(_names)}" for _ in range(op.outputs - len(node.output))]
     node.CopyFrom(helper.make_node(node.op_type, inputs, outputs, name=node.name, domain=op.domain, plan=plan))
 
 
-__all__ = ["DOMAIN", "LIBRARIES", "OPERATORS", "Library", "NativeGraph", "Operator", "disabled", "native_graph"]
+__all__ = ["DOMAIN", "LIBRARIES", "LSTM_INPUTS", "OPERATORS", "Library", "NativeGraph", "Operator", "disabled",
+           "native_graph"]

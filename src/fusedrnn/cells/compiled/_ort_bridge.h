@@ -107,9 +107,11 @@ static OrtStatus *rnn_compute(void *kernel, OrtKernelContext *ctx) {
     if (in[1].data) {  /* lengths all T run as none */
         const int32_t *l = in[1].data;
         long most = 0;
-        for (int64_t b = 0; b < B; b++) most = l[b] > most ? l[b] : most;
         int all = 1;
-        for (int64_t b = 0; b < B; b++) all &= l[b] == T;
+        for (int64_t b = 0; b < B; b++) {
+            most = l[b] > most ? l[b] : most;
+            all &= l[b] == T;
+        }
         if (!all) {
             if (!(lens = malloc(sizeof(int64_t) * (size_t)B))) return bridge_no_memory(api);
             for (int64_t b = 0; b < B; b++) lens[b] = l[b];

@@ -3,6 +3,8 @@ randomised layers over every MLI target, cell, direction, sequence_lens, ROUND_M
 loops are themselves checked against the upstream conformance vectors (test_mli_conformance.py, which runs the
 LSTM / GRU cases through both engines)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -84,6 +86,50 @@ def test_mli1_compiled_equals_numpy(seed):
         a, b = _both_engines(layer, target, x, lens, None)
         for u, v in zip(a, b, strict=True):
             np.testing.assert_array_equal(u, v, err_msg=target)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_real_out_equals_dequantized_codes(cell):
+    """The loops' direct float32 Y (RealOut: the target's run writes Y's real values without the integer Y) equals
+    float32((code - zero_point) * scale) of the integer Y of the same call, computed in float64 by NumPy, for
+    scales that are not float32 values (a float32 product or a float32 scale would differ), both directions,
+    the two-range case (h0 quantized unlike Y) and a time stride wider than the rows."""
+    from fusedrnn.targets.mli.cells import RealOut, gru_sequence, lstm_sequence
+    from fusedrnn.targets.mli.config import current_build
+
+    rng = np.random.default_rng(77 + (cell == "gru"))
+    bld = current_build()
+    for target in MLI2:
+        for reverse in (False, True):
+            layer, I = _random_layer(rng, cell)
+            T, B = int(rng.integers(1, 9)), int(rng.integers(1, 6))
+            x = rng.uniform(-2, 2, (T, B, I)).astype(np.float32)
+            prepared = layer.to(target, calibration=x).prepared
+            q = prepared.directions[0]
+            M = q.Wo.shape[-1]
+            xq = q.quantize(x, q.q.inp)
+            quant = q.q
+            if reverse:  # h0 in its own quantization: the loop's first step runs apart from the others
+                s_, z_, f_ = (quant.out if quant.flavor == "sa8" else (1, 0, quant.out))
+                quant = dataclasses.replace(quant, h0=(s_, z_ + 3, f_) if quant.flavor == "sa8" else f_ - 1)
+            h0 = q.quantize(rng.uniform(-1, 1, (B, M)), quant.h0)
+            kw = dict(luts=prepared.luts, full_accu=bld.full_accu, mode=bld.mode, cache=q.cache, reverse=reverse)
+            wide = np.full((T, 3, B, M), np.nan, np.float32)
+            zp, scale = int(rng.integers(-128, 128)), float(rng.uniform(1e-4, 1.0))
+            out = RealOut(wide[:, 1], zp, scale)
+            if cell == "lstm":
+                c0 = q.quantize(rng.uniform(-1, 1, (B, M)), q.q.cell)
+                args = (xq, h0, c0, q.Wi, q.Wo, q.b, quant)
+                Yq = lstm_sequence(*args, act="tanh", **kw)[0]
+                direct = lstm_sequence(*args, act="tanh", out=out, **kw)
+            else:
+                args = (xq, h0, q.Wi, q.Wo, q.b, quant)
+                Yq = gru_sequence(*args, **kw)[0]
+                direct = gru_sequence(*args, out=out, **kw)
+            assert direct[0] is None  # the loop wrote Y's real values instead
+            want = ((Yq[::-1] if reverse else Yq) - np.float64(zp)) * scale
+            np.testing.assert_array_equal(wide[:, 1], want.astype(np.float32), err_msg=f"{target} {reverse}")
+            assert np.isnan(wide[:, [0, 2]]).all()
 
 
 def test_engine_argument_is_validated():

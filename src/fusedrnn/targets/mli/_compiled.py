@@ -12,13 +12,14 @@ tests/test_mli_compiled.py).
 from __future__ import annotations
 
 import ctypes
+import functools
 
 import numpy as np
 
 from ... import _native
 from ...cells.compiled import _build
 
-ABI = 4
+ABI = 5
 
 P = ctypes.c_void_p
 I32, I64 = ctypes.c_int32, ctypes.c_int64
@@ -44,7 +45,8 @@ class Mli2Args(ctypes.Structure):
         ("h", P), ("c", P), ("Y", P), ("hk", P), ("acc", P), ("tmp", P)] + [
         (n, I32) for n in ("Kp", "np_w", "np_n", "pad2")] + [("W2", P), ("Wn2", P), ("acc32", P),
                                                                ("ew", Ew * 5)] + [
-        ("W8", P), ("Wn8", P), ("off_w", P), ("off_n", P), ("xu", P)]
+        ("W8", P), ("Wn8", P), ("off_w", P), ("off_n", P), ("xu", P), ("yf", P), ("ldy", I64), ("y_zp", I64),
+        ("y_scale", ctypes.c_double)]
 
 
 class I8pArgs(ctypes.Structure):
@@ -119,15 +121,20 @@ def binop_struct(keep: _Keep, op: tuple) -> Binop:
     return Binop(None, 1 if op[0] == "add" else 2, *op[1:])
 
 
+@functools.lru_cache(maxsize=1024)
+def _quantize_factor(scale: int, frac_bits: int) -> float:
+    """mli_quantize's float32 factor 2^frac_bits / scale (the float32 quotient, then the exact power of two)."""
+    with np.errstate(over="ignore", under="ignore"):
+        return float(np.ldexp(np.float32(1.0) / np.float32(scale), np.int32(frac_bits)).astype(np.float32))
+
+
 def quantize(lib, x, *, bits: int, frac_bits: int, scale: int = 1, zero_point: int = 0) -> np.ndarray:
     """numerics.affine.mli_quantize per tensor through the kernel (same results), as int64. ``scale`` in
     [1, 32767], ``zero_point`` int16, ``frac_bits`` in [-128, 127], ``bits`` 8 or 16 (not checked here)."""
     x = np.ascontiguousarray(x, np.float32)
     out = np.empty(x.shape, np.int64)
-    with np.errstate(over="ignore", under="ignore"):
-        sv = np.ldexp(np.float32(1.0) / np.float32(scale), np.int32(frac_bits)).astype(np.float32)
-    a = QuantArgs(x.size, float(sv), int(zero_point), -(1 << (bits - 1)), (1 << (bits - 1)) - 1, x.ctypes.data,
-                  out.ctypes.data)
+    a = QuantArgs(x.size, _quantize_factor(int(scale), int(frac_bits)), int(zero_point), -(1 << (bits - 1)),
+                  (1 << (bits - 1)) - 1, x.ctypes.data, out.ctypes.data)
     lib.mli_quantize_f32(a)
     return out
 

@@ -19,7 +19,7 @@
 
 #include "../_int8_dot.h"
 
-#define MLI_ABI 4
+#define MLI_ABI 5
 int mli_abi_version(void) { return MLI_ABI; }
 
 /* ---- mli_math.h primitives on int64 values (see _arith.py) ------------------------------------------------ */
@@ -226,7 +226,24 @@ typedef struct {
     const int8_t *W8, *Wn8;     /* sa8: W2 / Wn2 as int8 quads [K4 / 4, np, 4] for i8dot_gemm (NULL: gemm32) */
     const int32_t *off_w, *off_n; /* their offsets -128 * column sum (_int8_dot.h) */
     uint8_t *xu;                /* scratch [B, K4] */
+    float *yf;                  /* NULL, or Y's real values: yf[t * ldy + b * M + m] (t in time order) */
+    int64_t ldy, y_zp;          /* the time stride of yf (elements); Y's zero point */
+    double y_scale;             /* Y's scale: yf = float32((y - y_zp) * y_scale), in double, rounded once */
 } mli2_args;
+
+/* row b of step s (time index t) into the outputs: Y's integer codes [T, B, M] in processing order where a->Y is
+ * not NULL, and their real values into yf where it is not NULL (the dequantization of target.py, the same bits:
+ * q - zp is exact in double, one product, one rounding to float32) */
+static inline void y_row(const mli2_args *a, int s, int t, int b, const int64_t *restrict h) {
+    const int M = a->M;
+    if (a->Y) memcpy(a->Y + ((int64_t)s * a->B + b) * M, h, sizeof(int64_t) * M);
+    if (a->yf) {
+        float *restrict o = a->yf + (int64_t)t * a->ldy + (int64_t)b * M;
+        const double sc = a->y_scale;
+        const int64_t zp = a->y_zp;
+        for (int m = 0; m < M; m++) o[m] = (float)((double)(h[m] - zp) * sc);
+    }
+}
 
 /* input partials: int64 for fx16, int32 otherwise (``flavor`` is a compile-time constant where it is used) */
 #define R0(p, i) (flavor == FL_FX16 ? ((const int64_t *)(p))[i] : (int64_t)((const int32_t *)(p))[i])
@@ -512,12 +529,12 @@ AI int lstm_impl(const mli2_args *a, const int flavor, const int mode) {
         rec(a, a->W, a->W2, a->W8, a->off_w, a->np_w, a->cs, GM, 0, a->acc, flavor, mode);
         for (int b = 0; b < B; b++) {
             if (a->valid && !a->valid[(int64_t)s * B + b]) {
-                memcpy(a->Y + ((int64_t)s * B + b) * M, a->h + (int64_t)b * M, sizeof(int64_t) * M);
+                y_row(a, s, t, b, a->h + (int64_t)b * M);
                 continue;
             }
             const int64_t base = ((int64_t)t * B + b) * GM;
             const int64_t *r1 = a->acc + (int64_t)b * GM;
-            int64_t *h = a->h + (int64_t)b * M, *c = a->c + (int64_t)b * M, *y = a->Y + ((int64_t)s * B + b) * M;
+            int64_t *h = a->h + (int64_t)b * M, *c = a->c + (int64_t)b * M;
             /* one pass per operation: the table look-ups of a pass are independent (memory-level parallelism) */
             int64_t *restrict I = a->tmp, *restrict G = I + M, *restrict F = G + M, *restrict O = F + M;
             if (sa8) {
@@ -540,7 +557,7 @@ AI int lstm_impl(const mli2_args *a, const int flavor, const int mode) {
             if (a->has_out_act)
                 for (int m = 0; m < M; m++) I[m] = act(&actc, c[m]);
             ew_pass(&ops[3], &a->ew[3], a->has_out_act ? I : c, O, h, M, mode, sa8);
-            memcpy(y, h, sizeof(int64_t) * M);
+            y_row(a, s, t, b, h);
         }
     }
     return 0;
@@ -588,9 +605,9 @@ AI int gru_impl(const mli2_args *a, const int flavor, const int mode) {
         ew_pass(&ops[3], &a->ew[3], nn, omz, t2, (int)BM, mode, sa8);
         ew_pass(&ops[4], &a->ew[4], t2, hz, nn, (int)BM, mode, sa8);
         for (int b = 0; b < B; b++) {
-            int64_t *h = a->h + (int64_t)b * M, *y = a->Y + ((int64_t)s * B + b) * M;
+            int64_t *h = a->h + (int64_t)b * M;
             if (!a->valid || a->valid[(int64_t)s * B + b]) memcpy(h, nn + (int64_t)b * M, sizeof(int64_t) * M);
-            memcpy(y, h, sizeof(int64_t) * M);
+            y_row(a, s, t, b, h);
         }
     }
     return 0;

@@ -8,6 +8,8 @@ work vectorised over batch rows and units. Results equal running the MLI kernel 
 
 from __future__ import annotations
 
+import ctypes
+import math
 import threading
 from dataclasses import dataclass
 
@@ -50,6 +52,12 @@ class CellQuant:
 
 def _key(v):
     """A hashable form of quantization parameters (ints, tuples, arrays)."""
+    if isinstance(v, tuple):
+        try:
+            hash(v)  # a tuple of numbers: its own key
+            return v
+        except TypeError:
+            return tuple(_key(u) for u in v)
     if isinstance(v, np.ndarray):
         return ("a", v.dtype.str, v.shape, v.tobytes())
     if isinstance(v, (tuple, list)):
@@ -131,7 +139,7 @@ def _partials_buffer(shape: tuple, dtype, tag: str | None) -> np.ndarray:
     ``tag`` when it is large enough (the partials live only during one cell call: the kernel reads them and no
     result refers to them), else a new one, kept when at most :data:`REUSE_MAX_BYTES`."""
     dtype = np.dtype(dtype)
-    n = int(np.prod(shape)) * dtype.itemsize
+    n = math.prod(shape) * dtype.itemsize
     if tag is None or n > REUSE_MAX_BYTES:
         return np.empty(shape, dtype)
     pool = getattr(_buffers, "pool", None)
@@ -266,6 +274,24 @@ def _lstm_ir_inputs(x, Wi, Wo, bias, q: CellQuant, gates, full_accu: bool, mode:
     return M, qir, r0, _mat(cache, "wo", Wo, q.flavor), _needs_wrap(Wo, q.flavor, 128, cache, "wo")
 
 
+@dataclass(frozen=True)
+class RealOut:
+    """Where the compiled loops write Y's real values, in time order: ``y`` float32 [T, B, M] (its rows contiguous;
+    any time stride) gets float32((Y - zero_point) * scale), the product in float64 and rounded once (the bits of
+    the targets' dequantize). Used only where ``y`` fits the call (:meth:`fits`); otherwise the integer Y is
+    returned as without it."""
+
+    y: np.ndarray
+    zero_point: int
+    scale: float
+
+    def fits(self, T: int, B: int, M: int) -> bool:
+        y = self.y
+        return (y.dtype == np.float32 and y.shape == (T, B, M) and y.strides[2] == 4 and y.strides[1] == 4 * M
+                and y.strides[0] % 4 == 0 and y.strides[0] >= 4 * B * M and y.flags.writeable
+                and y.flags.aligned)
+
+
 def _keep_invalid(valid, s: int, new, old):
     """``new`` for the rows whose step ``s`` is valid, ``old`` (the state they keep) for the others."""
     return new if valid is None else np.where(valid[s][:, None], new, old)
@@ -276,7 +302,7 @@ LSTM_CANONICAL = [LSTM_GATE[g] for g in "ifgo"]  # MLI's gate blocks in the cano
 
 def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: bool, luts: dict[str, Lut],
                   full_accu: bool, mode: str, valid=None, cache: dict | None = None, engine: str = "auto",
-                  probe=None):
+                  probe=None, out: RealOut | None = None):
     """Run the MLI LSTM cell over x [T, B, N] from (h0, c0) [B, M].
 
     ``act`` "tanh" | "sigm" | "none" (output activation). Returns (Y [T, B, M] in processing order, h [B, M],
@@ -284,7 +310,9 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
     (a dict owned by the caller) keeps the prepared weight matrices between calls with the same weights.
     ``engine`` "auto" (the compiled loop when it loads, else NumPy), "numpy" or "compiled" (RuntimeError when the
     kernel cannot be built). ``probe`` (a :meth:`SaturationCounter.probe <fusedrnn.cells.observers.
-    SaturationCounter.probe>` function) sees each step's IR gate pre-activations, cell and h on the NumPy loop."""
+    SaturationCounter.probe>` function) sees each step's IR gate pre-activations, cell and h on the NumPy loop.
+    ``out`` (see :class:`RealOut`): where the compiled loop runs without ``valid``, it writes Y's real values there
+    and returns None in Y's place."""
     flavor = q.flavor
     T, B, _ = x.shape
     all4 = np.arange(4)
@@ -298,7 +326,7 @@ def lstm_sequence(x, h0, c0, Wi, Wo, bias, q: CellQuant, *, act: str, reverse: b
         pair_out = pair1 if qh == q.out else _pair(flavor, q.out, q.wo, qir, full_accu, mode, M, all4,
                                                    cache=cache)
         return _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair1, pair_out, luts, mode, act, reverse,
-                              valid, cache)
+                              valid, cache, out)
     Y = np.zeros((T, B, M), np.int64)
     sig_idx = np.array([LSTM_GATE[g] for g in "ifo"])
     for s, t in enumerate(_order(T, reverse)):
@@ -334,11 +362,12 @@ def gru_tweak_faithful(s, f):
 
 
 def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict[str, Lut], full_accu: bool,
-                 mode: str, faithful: bool = True, valid=None, cache: dict | None = None, engine: str = "auto"):
+                 mode: str, faithful: bool = True, valid=None, cache: dict | None = None, engine: str = "auto",
+                 out: RealOut | None = None):
     """Run the MLI GRU cell (gates z, r, n; reset applied before the recurrent matmul) over x [T, B, N] from
     h0 [B, M]. ``faithful`` reproduces MLI's per-tensor sa8 new-gate weight-scale quirk; False uses the
-    weights' real scale. ``engine`` as in :func:`lstm_sequence`. Returns (Y [T, B, M] in processing order,
-    h [B, M])."""
+    weights' real scale. ``engine`` and ``out`` as in :func:`lstm_sequence`. Returns (Y [T, B, M] in processing
+    order, h [B, M])."""
     flavor = q.flavor
     T, B, _ = x.shape
     M = Wo.shape[-1]
@@ -365,7 +394,7 @@ def gru_sequence(x, h0, Wi, Wo, bias, q: CellQuant, *, reverse: bool, luts: dict
                   _pair(flavor, qq, q.wo, qir, full_accu, mode, M, n_blk, tweak, cache=cache))
                  for qq in (qh, q.out)]
         return _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap_zr or wrap_n, h, q, qir, pairs, luts, mode,
-                             (one, qone), reverse, valid, cache)
+                             (one, qone), reverse, valid, cache, out)
     Y = np.zeros((T, B, M), np.int64)
     p1_zr = p1_n = None
     for s, t in enumerate(_order(T, reverse)):
@@ -471,12 +500,17 @@ def _set_quads(a, keep, cache, key: str, W, which: str) -> None:
         setattr(a, "off_w" if which == "W8" else "off_n", keep(off))
 
 
+def _per_block(v, n: int) -> list[int]:
+    """An sa8 pair's multipliers or shifts for n gate blocks (one value for all, or one each) as ints."""
+    v = np.ravel(v).tolist()
+    if len(v) not in (1, n):
+        raise ValueError(f"mli: {len(v)} requantization values for {n} gate blocks")
+    return v * n if len(v) == 1 else v
+
+
 def _set_pair(a, pair, g0: int, n: int) -> None:
     if pair.flavor == "sa8":
-        mul = np.broadcast_to(A.i64(pair.out_mul), (n,))
-        sh = np.broadcast_to(A.i64(pair.out_shift), (n,))
-        for g in range(n):
-            a.mul[g0 + g], a.shift[g0 + g] = int(mul[g]), int(sh[g])
+        a.mul[g0:g0 + n], a.shift[g0:g0 + n] = _per_block(pair.out_mul, n), _per_block(pair.out_shift, n)
         a.zp_in = int(pair.zp_in)
     else:
         a.shift[0], a.zp_in = int(pair.shift), 0
@@ -490,32 +524,49 @@ def _static_base(a, flavor: str, mode: str, M: int, wrap: bool) -> None:
     a.Kp = C.even(M)
 
 
-def _call_base(a, r0, reverse, valid, h, G):
+def _call_base(a, r0, reverse, valid, h, G, out: RealOut | None = None):
     """The kernel arguments of one call, for G gates of M = a.M units: returns (keep, h, Y), the state ``h`` as a
-    contiguous int64 copy the kernel updates and Y [T, B, M] it fills; the scratch rows are the call's own (calls
-    of one layer may run at once on several threads)."""
+    contiguous int64 copy the kernel updates and Y [T, B, M] it fills (None where it writes Y's real values into
+    ``out`` instead); the scratch rows are the call's own (calls of one layer may run at once on several
+    threads)."""
     T, B, _ = r0.shape
     M = a.M
     keep = C._Keep()
     h = np.ascontiguousarray(h, np.int64)
-    Y = np.zeros((T, B, M), np.int64)
+    direct = out is not None and valid is None and out.fits(T, B, M)
+    Y = None if direct else np.zeros((T, B, M), np.int64)
     a.T, a.B = T, B
     a.reverse, a.r0_64, a.r0 = int(reverse), int(r0.dtype == np.int64), keep(r0)
     a.valid = None if valid is None else keep(valid, np.uint8)
-    a.h, a.Y = h.ctypes.data, Y.ctypes.data
-    a.hk = keep(np.zeros((B, a.Kp), np.int16))
-    a.acc = keep(np.empty((B, G * M), np.int64))
-    a.acc32 = keep(np.empty((B, C.padded_columns(G * M)), np.int32))
-    a.tmp = keep(np.empty((B, 8 * M), np.int64))
-    a.xu = keep(np.empty((B, -(-M // 4) * 4), np.uint8))
+    a.h, a.Y = h.ctypes.data, None if Y is None else Y.ctypes.data
+    if direct:
+        a.yf, a.ldy, a.y_zp, a.y_scale = out.y.ctypes.data, out.y.strides[0] // 4, out.zero_point, out.scale
+    a.hk, a.acc, a.acc32, a.tmp, a.xu = _scratch(keep, "loop", 2 * B * a.Kp, 8 * B * G * M,
+                                                  4 * B * C.padded_columns(G * M), 8 * B * 8 * M,
+                                                  B * (-(-M // 4) * 4))
+    ctypes.memset(a.hk, 0, 2 * B * a.Kp)  # hk's padding column stays 0
     return keep, h, Y
 
 
-def _base(flavor, mode, r0, M, reverse, wrap, valid, h, G):
+def _scratch(keep, tag: str, *sizes: int) -> list[int]:
+    """Addresses of scratch areas of ``sizes`` bytes (each 64-byte aligned, uninitialised) in one buffer: this
+    thread's buffer for ``tag`` (see :func:`_partials_buffer`), held by ``keep`` for the call."""
+    starts, end = [], 0
+    for n in sizes:
+        starts.append(end)
+        end += -(-n // 64) * 64
+    buf = _partials_buffer((end + 64,), np.uint8, tag)
+    keep.refs.append(buf)
+    base = buf.ctypes.data
+    base += -base % 64
+    return [base + s for s in starts]
+
+
+def _base(flavor, mode, r0, M, reverse, wrap, valid, h, G, out: RealOut | None = None):
     """Both parts of the arguments at once: returns (keep, args, h, Y) (see :func:`_call_base`)."""
     a = C.Mli2Args()
     _static_base(a, flavor, mode, M, wrap)
-    keep, h, Y = _call_base(a, r0, reverse, valid, h, G)
+    keep, h, Y = _call_base(a, r0, reverse, valid, h, G, out)
     return keep, a, h, Y
 
 
@@ -555,11 +606,11 @@ def _lstm_static(Wo, rmat, wrap, q, qir, luts, mode, act, cache):
 
 
 def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, luts, mode, act, reverse, valid,
-                   cache):
+                   cache, out=None):
     T = r0.shape[0]
     raw, static = _lstm_static(Wo, rmat, wrap, q, qir, luts, mode, act, cache)
     a = C.Mli2Args.from_buffer_copy(raw)
-    keep, h, Y = _call_base(a, r0, reverse, valid, h, 4)
+    keep, h, Y = _call_base(a, r0, reverse, valid, h, 4, out)
     c = np.ascontiguousarray(c, np.int64)
     a.c = c.ctypes.data
     for s0, s1, k in _ranges(T, q.h0 != q.out):
@@ -572,10 +623,10 @@ def _lstm_compiled(lib, r0, Wo, rmat, wrap, h, c, q, qir, pair_h0, pair_out, lut
 
 
 def _gru_compiled(lib, r0_zr, r0_n, Wo, mat_zr, mat_n, wrap, h, q, qir, pairs, luts, mode, one, reverse, valid,
-                  cache):
+                  cache, out=None):
     flavor = q.flavor
     T = r0_zr.shape[0]
-    keep, a, h, Y = _base(flavor, mode, r0_zr, Wo.shape[-1], reverse, wrap, valid, h, 3)
+    keep, a, h, Y = _base(flavor, mode, r0_zr, Wo.shape[-1], reverse, wrap, valid, h, 3, out)
     a.r0n = keep(r0_n)
     wt, w2 = _weights_t(cache, "wo_zr_t16", Wo[_ZR])
     a.W, a.W2, a.np_w, a.cs = keep(wt), keep(w2), w2.shape[1], keep(mat_zr.column_sums, np.int64)

@@ -33,7 +33,7 @@ from ...numerics.affine import mli_quantize, mli_scale_from_float
 from ..batch_split import RowSplitter, macs_per_row_step
 from ..registry import Prepared, Target
 from . import _compiled
-from .cells import CellQuant, gru_sequence, lstm_sequence, rnn_sequence
+from .cells import CellQuant, RealOut, gru_sequence, lstm_sequence, rnn_sequence
 from .config import current_build
 from .luts import make_lut
 from .mli1 import FLAVORS as FLAVORS_V1
@@ -169,6 +169,13 @@ class _Direction:
                 np.int64)
         return mli_quantize(np.asarray(a, np.float32), bits=16, frac_bits=p).astype(np.int64)
 
+    def real_out(self, y: np.ndarray, p) -> RealOut:
+        """The compiled loops' direct form of ``dequantize(..., p, out=y)`` (the same bits)."""
+        if self.flavor == "sa8":
+            s, z, f = p
+            return RealOut(y, int(z), float(_real(s, f)))
+        return RealOut(y, 0, float(np.ldexp(1.0, -int(p))))
+
     def dequantize(self, q, p, out=None):
         """Real values of the integers ``q`` (float64), or written into ``out`` (float32: each value computed in
         float64 and rounded once, the bits of casting the float64 result)."""
@@ -199,7 +206,7 @@ class MliPrepared(Prepared):
         cell, H, dirs, luts = self.spec.cell, self.spec.hidden_size, self.directions, self.luts
         bld = current_build()
         T, B, _ = x.shape
-        Y = np.zeros((T, len(dirs), B, H), x.dtype)
+        Y = np.empty((T, len(dirs), B, H), x.dtype)  # every direction writes all of its part
         hs, cs = [], []
         valid = None if lens is None else np.arange(T)[:, None] < lens[None, :]
         for d, q in enumerate(dirs):
@@ -207,6 +214,8 @@ class MliPrepared(Prepared):
             xq = q.quantize(x, q.q.inp)
             h0 = q.quantize(states[0][d], q.q.h0)
             kw = dict(luts=luts, full_accu=bld.full_accu, mode=bld.mode, cache=q.cache)
+            if cell != "rnn" and valid is None and self.trace is None:
+                kw["out"] = q.real_out(Y[:, d], q.q.out)  # the compiled loops write Y's real values there
             traced = {"x": xq, "h0": h0}
             if valid is not None and rev:
                 xq = reverse_valid_prefix(xq, lens)
@@ -222,12 +231,13 @@ class MliPrepared(Prepared):
                 Yq, h = gru_sequence(xq, h0, q.Wi, q.Wo, q.b, q.q, reverse=core_rev, valid=valid, **kw)
             else:
                 Yq, h = rnn_sequence(xq, h0, q.Wi, q.Wo, q.b, q.q, reverse=core_rev, valid=valid, **kw)
-            if rev:  # processing order -> time order
-                Yq = Yq[::-1] if valid is None else reverse_valid_prefix(Yq, lens)
-            if valid is None:
-                q.dequantize(Yq, q.q.out, out=Y[:, d])
-            else:
-                Y[:, d] = np.where(valid[..., None], q.dequantize(Yq, q.q.out), 0.0)
+            if Yq is not None:  # else the compiled loop wrote Y[:, d] itself
+                if rev:  # processing order -> time order
+                    Yq = Yq[::-1] if valid is None else reverse_valid_prefix(Yq, lens)
+                if valid is None:
+                    q.dequantize(Yq, q.q.out, out=Y[:, d])
+                else:
+                    Y[:, d] = np.where(valid[..., None], q.dequantize(Yq, q.q.out), 0.0)
             hs.append(q.dequantize(h, q.q.out))
             if self.trace is not None:
                 io = np.int8 if q.flavor == "sa8" else np.int16

@@ -130,6 +130,23 @@ def test_compiled_equals_numpy_on_longer_sequences_and_larger_shapes(seed):
 
 
 @needs_cc
+@pytest.mark.parametrize("rows", [1, 3, 8])
+def test_compiled_equals_numpy_with_blocks_of_input_terms(rows, monkeypatch):
+    """The loop computes the input terms (x W, requantized) for blocks of INPUT_BLOCK_ROWS rows before their
+    steps: blocks of one step, several steps with a shorter last block, and one row per block with a batch wider
+    than the block (one step each), forward and reverse."""
+    from fusedrnn.targets.litert import _compiled
+
+    monkeypatch.setattr(_compiled, "INPUT_BLOCK_ROWS", rows)
+    rng = np.random.default_rng(500 + rows)
+    for _ in range(6):
+        k, x, state, _ = _case(rng, T=int(rng.integers(2, 12)), B=int(rng.choice([1, 2, 3])))
+        for rev in (False, True):
+            _assert_same(k.run(x, state, reverse=rev, engine="numpy"), k.run(x, state, reverse=rev,
+                                                                              engine="compiled"), f"rows {rows}")
+
+
+@needs_cc
 @pytest.mark.parametrize("seed", range(6))
 def test_compiled_equals_numpy_at_the_int8_extremes(seed):
     """Weights, inputs and states at -128 and 127 only (the uint8 offset of the vpdpbusd products meets its

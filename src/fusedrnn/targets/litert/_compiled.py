@@ -18,7 +18,7 @@ from ... import _native
 from ...cells.compiled import _build
 from .slots import PROJECTION_WEIGHTS
 
-ABI = 5
+ABI = 6
 
 P = ctypes.c_void_p
 I32, I64 = ctypes.c_int32, ctypes.c_int64
@@ -38,7 +38,7 @@ class LstmArgs(ctypes.Structure):
         ("proj_s", I64), ("in_req", P), ("rec_req", P), ("in_bias", P), ("rec_bias", P),
         ("W", Mat), ("R", Mat), ("Wp", Mat), ("proj_bias", P), ("P", P * 4), ("L", P * 4), ("Lb", P * 4), ("sig", P),
         ("tanh3", P), ("tanhc", P), ("h", P), ("c", P), ("gate", P), ("m", P), ("acc", P), ("acc_in", P),
-        ("xs", P), ("xu", P)]
+        ("xs", P), ("xu", P), ("gin", P), ("ts", I32), ("pad_ts", I32)]
 
 
 def _bind(lib) -> None:
@@ -123,6 +123,11 @@ def _table(lut: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(lut, np.int32)
 
 
+INPUT_BLOCK_ROWS = 256
+"""Rows (steps x batch) of one block of input terms: the loop computes x W and its requantization for that many
+rows at once, before their steps."""
+
+
 class Plan:
     """Everything the C loop reads, prepared once per kernel (weights as int16, per-column requantization)."""
 
@@ -169,18 +174,20 @@ class Plan:
         self.keep.append(arr)
         return arr.ctypes.data
 
-    def call_args(self, B: int, time_major: bool) -> tuple[LstmArgs, dict]:
-        """A copy of the arguments with fresh state and scratch buffers for a call with batch B (so concurrent
-        calls on one kernel do not share buffers)."""
+    def call_args(self, T: int, B: int, time_major: bool) -> tuple[LstmArgs, dict]:
+        """A copy of the arguments with fresh state and scratch buffers for a call of T steps with batch B (so
+        concurrent calls on one kernel do not share buffers)."""
         a, H = LstmArgs.from_buffer_copy(self.args), self.args.H
         k4 = -(-max(a.Ki, a.Kr, a.Kp) // 4) * 4
+        ts = max(1, min(T, INPUT_BLOCK_ROWS // max(B, 1)))
         bufs = {"h": np.zeros((B, a.Kr), np.int16), "c": np.empty((B, H), np.int32),
                 "gate": np.empty((B, a.G * H), np.int32), "m": np.zeros((B, a.Kp), np.int16),
-                "acc": np.empty((B, max(a.Nr, a.Np)), np.int32), "acc_in": np.empty((B, a.Ni), np.int32),
-                "xs": np.zeros((B, a.Ki), np.int16), "xu": np.empty((B, k4), np.uint8)}
-        a.B, a.nb = B, (B if time_major else 1)
-        a.h, a.c, a.gate, a.m, a.acc, a.acc_in, a.xs, a.xu = (bufs[n].ctypes.data for n in (
-            "h", "c", "gate", "m", "acc", "acc_in", "xs", "xu"))
+                "acc": np.empty((B, max(a.Nr, a.Np)), np.int32), "acc_in": np.empty((ts * B, a.Ni), np.int32),
+                "xs": np.zeros((ts * B, a.Ki), np.int16), "xu": np.empty((ts * B, k4), np.uint8),
+                "gin": np.empty((ts * B, a.G * H), np.int32)}
+        a.B, a.nb, a.ts = B, (B if time_major else 1), ts
+        a.h, a.c, a.gate, a.m, a.acc, a.acc_in, a.xs, a.xu, a.gin = (bufs[n].ctypes.data for n in (
+            "h", "c", "gate", "m", "acc", "acc_in", "xs", "xu", "gin"))
         return a, bufs
 
 
@@ -197,7 +204,7 @@ def run(lib, k, x: np.ndarray, state, reverse: bool):
     if plan is False:
         return None
     T, B, _ = x.shape
-    a, bufs = plan.call_args(B, k.opts.time_major)
+    a, bufs = plan.call_args(T, B, k.opts.time_major)
     h0, c0 = state
     bufs["h"][:, :k.n_output] = np.asarray(h0)
     bufs["c"][...] = np.asarray(c0)

@@ -18,7 +18,7 @@
 
 #include "../_int8_dot.h"
 
-#define LITERT_ABI 5
+#define LITERT_ABI 6
 int litert_abi_version(void) { return LITERT_ABI; }
 
 /* one weight matrix [K, N] (K rows, zero padded) in the layouts of dots(): w16 int16 [K/2, N, 2] (pairs of rows),
@@ -53,9 +53,11 @@ typedef struct {
     int32_t *gate;                   /* [B, G*H] scratch */
     int16_t *m;                      /* [B, Kp] scratch (padding 0) */
     int32_t *acc;                    /* [B, max(Nr, Np)] scratch */
-    int32_t *acc_in;                 /* [B, Ni] scratch */
-    int16_t *xs;                     /* [B, Ki] scratch (padding 0) */
-    uint8_t *xu;                     /* [B, round4(max(Ki, Kr, Kp))] scratch */
+    int32_t *acc_in;                 /* [ts * B, Ni] scratch */
+    int16_t *xs;                     /* [ts * B, Ki] scratch (padding 0) */
+    uint8_t *xu;                     /* [ts * B, round4(max(Ki, Kr, Kp))] scratch */
+    int32_t *gin;                    /* [ts * B, G*H] scratch: the input terms of a block of steps */
+    int32_t ts, pad_ts;              /* steps per block of input terms (>= 1) */
 } lstm_args;
 
 static inline int64_t wrap32(int64_t x) { return (int64_t)(int32_t)(uint32_t)(uint64_t)x; }
@@ -269,38 +271,69 @@ static inline int64_t rq_single(int32_t x, int32_t Q, int64_t shift) {
     return wrap32(((int64_t)x * Q + ((int64_t)1 << (total - 1))) >> total);
 }
 
-#define BLOCK_LOOP(EXPR_IN, EXPR_REC)                                                                           \
-    for (int k = 0; k < H; k++) {                                                                           \
-        int64_t gin = sat(EXPR_IN, -32768, 32767);                                                          \
-        gate[k] = (int32_t)sat(gin + (EXPR_REC), -32768, 32767);                                            \
+/* the input terms of the steps n0 .. n0 + ts - 1 of the call (processing order; t_lo, t_hi, reverse as in
+ * litert_lstm): gin[j * B + b, g * H + k] = sat16(MBQM_g(x_t[b] . W[:, g * H + k] + in_bias)), t the time of step
+ * n0 + j; one product of ts * B rows for the whole block (x int8 [T, B, I]) */
+static void input_terms(const lstm_args *a, const int8_t *x, int32_t n0, int32_t ts, int32_t t_lo, int32_t t_hi,
+                        int32_t reverse) {
+    const int B = a->B, G = a->G, H = a->H, GH = a->G * a->H, I = a->I, R = ts * B;
+    const int64_t *ri = a->in_req;
+#if I8DOT_VNNI
+    const int K4 = (a->Ki + 3) & ~3;
+    for (int j = 0; j < ts; j++) {
+        const int64_t t = reverse ? t_hi - 1 - (n0 + j) : t_lo + n0 + j;
+        i8dot_offset_rows8(x + t * B * (int64_t)I, I, I, a->xu + (int64_t)j * B * K4, K4, B);
     }
+    i8dot_gemm(a->xu, K4, a->W.w8, a->W.off, a->acc_in, a->Ni, R, a->Ni);
+#else
+    for (int j = 0; j < ts; j++) {
+        const int64_t t = reverse ? t_hi - 1 - (n0 + j) : t_lo + n0 + j;
+        for (int b = 0; b < B; b++) {
+            const int8_t *restrict src = x + (t * B + b) * (int64_t)I;
+            int16_t *restrict dst = a->xs + ((int64_t)j * B + b) * a->Ki;
+            for (int k = 0; k < I; k++) dst[k] = src[k];
+        }
+    }
+    gemv(a->xs, a->W.w16, a->acc_in, R, a->Ki, a->Ni);
+#endif
+    for (int r = 0; r < R; r++)
+        for (int g = 0; g < G; g++) {
+            const int32_t *restrict pi = a->acc_in + (int64_t)r * a->Ni + g * H;
+            const int64_t *restrict ib = a->in_bias + g * H;
+            int32_t *restrict out = a->gin + (int64_t)r * GH + g * H;
+            const int64_t iq = ri[g], il = ri[G + g], ir = ri[2 * G + g], in_ = ri[3 * G + g], ip = ri[4 * G + g];
+            if (a->single)
+                for (int k = 0; k < H; k++)
+                    out[k] = (int32_t)sat(rq_single((int32_t)wrap32((int64_t)pi[k] + ib[k]), (int32_t)iq, il),
+                                          -32768, 32767);
+            else
+                for (int k = 0; k < H; k++)
+                    out[k] = (int32_t)sat(rq_double((int32_t)wrap32((int64_t)pi[k] + ib[k]), (int32_t)iq, il, ir, in_,
+                                                    ip), -32768, 32767);
+        }
+}
 
-/* gate pre-activations of step t: sat16(input term + recurrent term), into a->gate [B, G*H] */
-static void preact(const lstm_args *a, const int8_t *x, int64_t t) {
-    const int B = a->B, G = a->G, H = a->H, GH = a->G * a->H, I = a->I, Ki = a->Ki;
-    const int64_t *ri = a->in_req, *rr = a->rec_req;
-    for (int b = 0; b < B; b++) {
-        const int8_t *restrict src = x + (t * B + b) * (int64_t)I;
-        int16_t *restrict dst = a->xs + (int64_t)b * Ki;
-        for (int k = 0; k < I; k++) dst[k] = src[k];
-    }
-    dots(a, a->xs, Ki, &a->W, a->Ni, a->acc_in);
+/* gate pre-activations of one step: sat16(input term + recurrent term), into a->gate [B, G*H]; gin: the step's
+ * input terms [B, G*H] (input_terms) */
+static void preact(const lstm_args *a, const int32_t *gin) {
+    const int B = a->B, G = a->G, H = a->H, GH = a->G * a->H;
+    const int64_t *rr = a->rec_req;
     dots(a, a->h, a->Kr, &a->R, a->Nr, a->acc);
     for (int b = 0; b < B; b++) {
         for (int g = 0; g < G; g++) {
             const int32_t *restrict acc = a->acc + (int64_t)b * a->Nr + g * H;
-            const int32_t *restrict pi = a->acc_in + (int64_t)b * a->Ni + g * H;
+            const int32_t *restrict gi = gin + (int64_t)b * GH + g * H;
             int32_t *restrict gate = a->gate + (int64_t)b * GH + g * H;
-            const int64_t *restrict ib = a->in_bias + g * H, *restrict rb = a->rec_bias + g * H;
-            int64_t iq = ri[g], il = ri[G + g], ir = ri[2 * G + g], in_ = ri[3 * G + g], ip = ri[4 * G + g];
+            const int64_t *restrict rb = a->rec_bias + g * H;
             int64_t rq = rr[g], rl = rr[G + g], rrr = rr[2 * G + g], rn = rr[3 * G + g], rp = rr[4 * G + g];
-            if (a->single) {
-                BLOCK_LOOP(rq_single((int32_t)wrap32((int64_t)pi[k] + ib[k]), (int32_t)iq, il),
-                           rq_single((int32_t)wrap32((int64_t)acc[k] + rb[k]), (int32_t)rq, rl))
-            } else {
-                BLOCK_LOOP(rq_double((int32_t)wrap32((int64_t)pi[k] + ib[k]), (int32_t)iq, il, ir, in_, ip),
-                           rq_double((int32_t)wrap32((int64_t)acc[k] + rb[k]), (int32_t)rq, rl, rrr, rn, rp))
-            }
+            if (a->single)
+                for (int k = 0; k < H; k++)
+                    gate[k] = (int32_t)sat(gi[k] + rq_single((int32_t)wrap32((int64_t)acc[k] + rb[k]), (int32_t)rq, rl),
+                                           -32768, 32767);
+            else
+                for (int k = 0; k < H; k++)
+                    gate[k] = (int32_t)sat(gi[k] + rq_double((int32_t)wrap32((int64_t)acc[k] + rb[k]), (int32_t)rq, rl,
+                                                             rrr, rn, rp), -32768, 32767);
         }
     }
 }
@@ -332,9 +365,13 @@ static void cell_row(const int32_t *restrict gf, const int32_t *restrict gi, con
 int litert_lstm(const lstm_args *a, const int8_t *x, int8_t *y, int32_t t_lo, int32_t t_hi, int32_t reverse) {
     const int B = a->B, H = a->H, Hp = a->Hp, GH = a->G * a->H;
     const int32_t cI = a->col[0] * H, cF = a->col[1] * H, cC = a->col[2] * H, cO = a->col[3] * H;
-    for (int32_t n = 0; n < t_hi - t_lo; n++) {
+    for (int32_t n = 0, n0 = 0; n < t_hi - t_lo; n++) {
         int32_t t = reverse ? t_hi - 1 - n : t_lo + n;
-        preact(a, x, t);
+        if (n == n0 + a->ts || n == 0) {
+            n0 = n;
+            input_terms(a, x, n0, t_hi - t_lo - n0 < a->ts ? t_hi - t_lo - n0 : a->ts, t_lo, t_hi, reverse);
+        }
+        preact(a, a->gin + (int64_t)(n - n0) * B * GH);
         /* peepholes and layer norm of i, f, c (the output gate waits for the new cell) */
         for (int g = 0; g < 3; g++) {
             if (a->col[g] < 0) continue;

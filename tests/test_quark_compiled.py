@@ -87,7 +87,8 @@ def test_compiled_equals_numpy_extreme_codes(mode):
 def test_compiled_tanhf_equals_numpy():
     rng = np.random.default_rng(11)
     x = rng.integers(0, 2**32, 400_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
-    x = np.concatenate([x[np.isfinite(x)], np.float32([0.0, -0.0, 9.5, -9.5, 22.0, 1.0, -1.0]),
+    dense = np.arange(0x38000000, 0x41200000, 61, dtype=np.uint32).view(np.float32)  # 3e-5 .. 10, every k case
+    x = np.concatenate([x[np.isfinite(x)], dense, -dense, np.float32([0.0, -0.0, 9.5, -9.5, 22.0, 1.0, -1.0]),
                         np.uint32([0x3E317218, 0xBE317218, 0x3F800000, 0x3F7FFFFF]).view(np.float32)])
     ref = tanhf.tanhf_fdlibm(x, finite=True).view(np.uint32)
     np.testing.assert_array_equal(_compiled.tanhf_array(x).view(np.uint32), ref)  # vectorised loop

@@ -258,16 +258,17 @@ static inline float tanhf_fd(float x) { /* finite x */
 
 /* The same function over an array, branch-free (every lane computes every formula, one select at the end, as
  * tanhf.py does) so that the compiler vectorises the loop. */
-static void tanhf_vec(const float *restrict x, float *restrict out, int n) {
+static void tanhf_loop(const float *restrict x, float *restrict out, int n) {
     for (int i = 0; i < n; i++) {
         uint32_t wx = w_of(x[i]);
         uint32_t ix = wx & 0x7FFFFFFFu;
         float ax = f_of(ix);
         float y2 = 2.0f * (ax < 9.5f ? ax : 9.5f);
         int ge1 = ix >= 0x3F800000u;
-        float ny2 = -y2;
-        float y = ge1 ? y2 : ny2;
-        const expm1f_red r = expm1f_reduce(y, ge1 ? 0.5f : -0.5f);
+        /* y = ge1 ? 2|x| : -2|x| and hs = ge1 ? 0.5 : -0.5 by their sign bit: written as selects, GCC evaluated
+         * the whole reduction for both signs */
+        const uint32_t neg = ge1 ? 0u : 0x80000000u;
+        const expm1f_red r = expm1f_reduce(f_of(w_of(y2) ^ neg), f_of(w_of(0.5f) | neg));
         const int32_t k = r.k;
         const float xr = r.xr, c = r.c, hxs = r.hxs;
         float e = r.e;
@@ -283,11 +284,79 @@ static void tanhf_vec(const float *restrict x, float *restrict out, int n) {
         yk = k < 0 ? ykm1 : yk;
         float em = k == 0 ? r0 : (k == -1 ? rm1 : yk);
         float t2 = em + 2.0f;
-        float q = (ge1 ? 2.0f : -em) / t2; /* one division: 2 / t2 (|x| >= 1) or -em / t2 */
+        float q = (ge1 ? 2.0f : -em) / t2; /* 2 / t2 (|x| >= 1) or -em / t2 */
         float z = ge1 ? 1.0f - q : q;
         out[i] = f_of((w_of(z) & 0x7FFFFFFFu) | (wx & 0x80000000u));
     }
 }
+
+#ifdef __AVX512F__
+/* tanhf_loop's formulas on 16 lanes, written with intrinsics: GCC's vectorised loop divided both numerators of the
+ * last division (2 and -em) and selected, twice the divisions of a lane that needs one (tests/test_quark_compiled:
+ * the same bits as tanhf.py on random and dense inputs) */
+static inline __m512 tanhf16(__m512 x) {
+#define F(v) _mm512_set1_ps(v)
+#define FW(w) _mm512_castsi512_ps(_mm512_set1_epi32((int32_t)(w)))
+    const __m512i wx = _mm512_castps_si512(x), ix = _mm512_and_si512(wx, _mm512_set1_epi32(0x7FFFFFFF));
+    const __m512 y2 = _mm512_mul_ps(F(2.0f), _mm512_min_ps(_mm512_castsi512_ps(ix), F(9.5f)));
+    const __mmask16 ge1 = _mm512_cmpge_epu32_mask(ix, _mm512_set1_epi32(0x3F800000));
+    const __m512i neg = _mm512_maskz_mov_epi32((__mmask16)~ge1, _mm512_set1_epi32((int32_t)0x80000000u));
+    const __m512 y = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(y2), neg));
+    const __m512 hs = _mm512_castsi512_ps(_mm512_or_si512(_mm512_set1_epi32(0x3F000000), neg));
+    /* expm1f_reduce */
+    __m512i k = _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(FW(0x3FB8AA3B), y), hs));
+    k = _mm512_mask_mov_epi32(k, _mm512_cmpeq_epi32_mask(_mm512_castps_si512(y), _mm512_set1_epi32((int32_t)0xBEB17218u)),
+                              _mm512_setzero_si512());
+    const __m512 tk = _mm512_cvtepi32_ps(k);
+    const __m512 hi = _mm512_sub_ps(y, _mm512_mul_ps(tk, FW(0x3F317180))), lo = _mm512_mul_ps(tk, FW(0x3717F7D1));
+    const __m512 xr = _mm512_sub_ps(hi, lo), c = _mm512_sub_ps(_mm512_sub_ps(hi, xr), lo);
+    const __m512 hfx = _mm512_mul_ps(F(0.5f), xr), hxs = _mm512_mul_ps(xr, hfx);
+    __m512 p = _mm512_add_ps(FW(0x36867E54), _mm512_mul_ps(hxs, FW(0xB457EDBB))); /* q3 + hxs q4 */
+    p = _mm512_add_ps(FW(0xB8A670CD), _mm512_mul_ps(hxs, p));
+    p = _mm512_add_ps(FW(0x3AD00D01), _mm512_mul_ps(hxs, p));
+    p = _mm512_add_ps(FW(0xBD088889), _mm512_mul_ps(hxs, p));
+    const __m512 r1 = _mm512_add_ps(F(1.0f), _mm512_mul_ps(hxs, p));
+    const __m512 t = _mm512_sub_ps(F(3.0f), _mm512_mul_ps(r1, hfx));
+    __m512 e = _mm512_mul_ps(hxs, _mm512_div_ps(_mm512_sub_ps(r1, t), _mm512_sub_ps(F(6.0f), _mm512_mul_ps(xr, t))));
+    /* the cases of k */
+    const __m512 r0 = _mm512_sub_ps(xr, _mm512_sub_ps(_mm512_mul_ps(xr, e), hxs));
+    e = _mm512_sub_ps(_mm512_sub_ps(_mm512_mul_ps(xr, _mm512_sub_ps(e, c)), c), hxs);
+    const __m512 rm1 = _mm512_sub_ps(_mm512_mul_ps(F(0.5f), _mm512_sub_ps(xr, e)), F(0.5f));
+    const __m512 ex = _mm512_sub_ps(e, xr);
+    const __m512 two_mk = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(0x7F), k), 23));
+    const __m512 ylow = _mm512_sub_ps(_mm512_sub_ps(F(1.0f), two_mk), ex);
+    const __m512 yhigh = _mm512_add_ps(_mm512_sub_ps(xr, _mm512_add_ps(e, two_mk)), F(1.0f));
+    const __m512 yneg = _mm512_sub_ps(F(1.0f), ex);
+    const __mmask16 kneg = _mm512_cmplt_epi32_mask(k, _mm512_setzero_si512());
+    __m512 yk = _mm512_mask_blend_ps(_mm512_cmplt_epi32_mask(k, _mm512_set1_epi32(23)), yhigh, ylow);
+    yk = _mm512_mask_blend_ps(kneg, yk, yneg);
+    yk = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(yk), _mm512_slli_epi32(k, 23)));
+    yk = _mm512_mask_sub_ps(yk, kneg, yk, F(1.0f));
+    __m512 em = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(-1)), yk, rm1);
+    em = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(k, _mm512_setzero_si512()), em, r0);
+    /* tanh from expm1 */
+    const __m512 t2 = _mm512_add_ps(em, F(2.0f));
+    const __m512 nem = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(em), _mm512_set1_epi32((int32_t)0x80000000u)));
+    const __m512 num = _mm512_mask_blend_ps(ge1, nem, F(2.0f)); /* 2 / t2 (|x| >= 1) or -em / t2 */
+    const __m512 q = _mm512_div_ps(num, t2);
+    const __m512 z = _mm512_mask_sub_ps(q, ge1, F(1.0f), q);
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(z), wx,
+                                                         _mm512_set1_epi32(0x7FFFFFFF), 0xE4)); /* copysign */
+#undef F
+#undef FW
+}
+
+static void tanhf_vec(const float *restrict x, float *restrict out, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, tanhf16(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(out + i, m, tanhf16(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+#else
+#define tanhf_vec tanhf_loop
+#endif
 
 float quark_tanhf(float x) { return tanhf_fd(x); }
 

@@ -171,6 +171,12 @@ def test_nodes_in_if_branches_with_weights_built_from_constants():
         got = run_native(m, feeds)
         assert_same(got, fonnx.load(model, executor="reference").run(feeds))
         np.testing.assert_allclose(got["out"], ort_run(model, feeds)["out"], rtol=0, atol=2e-5)
+    # the segments of the older route (their sessions: most of a load's time) are made only when a run needs them
+    graph = m._ort_graph()
+    assert graph._partition is False
+    with onnx_native.disabled():
+        assert_same(m.run(feeds), got)
+    assert graph._partition is not False and graph.partition is not None
 
 
 @pytest.mark.parametrize("case", ["H not a multiple of the vector width", "layout 1", "clip", "input_forget",

@@ -69,7 +69,7 @@ from ..targets.quark import ort_extensions as quark_ops
 from ..targets.quark.onnx_op import OPS as QUARK_OPS
 from .onnx_native import NativeGraph, native_graph
 from .onnx_ops import node_label, proto_attributes, recurrent_op, subgraphs
-from .onnx_partition import partition
+from .onnx_partition import Partition, partition
 
 DOMAIN = "ai.fusedrnn.ort"
 MAX_INPUTS = 12   # DynamicQuantizeLSTM has 12 inputs
@@ -308,17 +308,28 @@ class OrtGraph:
                                                 providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 -- onnxruntime's own error types
             raise UnsupportedFeatureError(f"model: onnxruntime cannot load it: {_first_line(exc)}") from exc
-        # a model whose recurrent nodes are all top-level runs as onnxruntime segments around them instead
-        self._proto, self._dtypes = proto, _dtype_map(proto)
-        try:
-            self.partition = partition(proto, set(overridable), self._dtypes, _input_types(proto))
-        except Exception:  # noqa: BLE001 -- whatever the cut trips on, the Python-op bridge still runs the model
-            self.partition = None
+        self._proto, self._dtypes, self._overridable = proto, _dtype_map(proto), set(overridable)
+        self._partition: Partition | None | bool = False  # not made yet: most models run on the native route
         self._native: NativeGraph | None | bool = False  # not tried yet
         self._lock = threading.Lock()
         self._node_function = None
         self._failure: BaseException | None = None
         _GRAPHS[self.token] = self
+
+    @property
+    def partition(self) -> Partition | None:
+        """The model as onnxruntime segments around its recurrent nodes (made at first use: a model whose recurrent
+        nodes are all top-level, or in top-level ``If`` branches, runs so where the native route does not take
+        it), or None where it cannot be cut."""
+        if self._partition is False:
+            with self._lock:
+                if self._partition is False:
+                    try:
+                        self._partition = partition(self._proto, self._overridable, self._dtypes,
+                                                    _input_types(self._proto))
+                    except Exception:  # noqa: BLE001 -- whatever the cut trips on, the Python-op bridge runs it
+                        self._partition = None
+        return self._partition
 
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:

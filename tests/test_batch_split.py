@@ -5,6 +5,7 @@ from several threads at once leave BLAS's thread count as it was."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -218,3 +219,32 @@ def test_blocks_are_claimed_and_joined_in_row_order(monkeypatch, threads):
         compiled.set_threads(old)
     for out in (got, alone):
         assert np.array_equal(out[0], want[0]) and np.array_equal(out[1][0], want[1][0])
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux affinity and two CPUs")
+def test_a_helper_leaves_the_callers_cpu_and_keeps_its_own_cpu_set():
+    """The splits' helpers call driver.leave_cpu(caller's CPU) first: a thread on that CPU moves to another one
+    (counted in pool_stats' "moved") and keeps its own affinity set."""
+    from fusedrnn.cells.compiled import driver
+
+    if driver.current_cpu() < 0:
+        pytest.skip("the compiled kernel (or sched_getcpu) is unavailable")
+    seen = {}
+
+    def helper():
+        own = os.sched_getaffinity(0)
+        cpu = driver.current_cpu()
+        moved = driver.pool_stats()["moved"]
+        driver.leave_cpu(cpu)
+        seen["moved_away"] = driver.current_cpu() != cpu
+        seen["counted"] = driver.pool_stats()["moved"] - moved
+        seen["kept_set"] = os.sched_getaffinity(0) == own
+        moved = driver.pool_stats()["moved"]
+        driver.leave_cpu(-1)  # no caller CPU (the kernel could not say): nothing happens
+        seen["no_op"] = driver.pool_stats()["moved"] == moved
+
+    t = threading.Thread(target=helper)
+    t.start()
+    t.join()
+    assert seen == {"moved_away": True, "counted": 1, "kept_set": True, "no_op": True}

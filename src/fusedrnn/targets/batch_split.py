@@ -163,11 +163,17 @@ class RowSplitter:
                        None if lens is None else lens[rows])
 
         claims = _Claims(len(blocks), part)
+        cpu = driver.current_cpu()
+
+        def worker() -> None:
+            driver.leave_cpu(cpu)  # off the caller's CPU, where the scheduler tends to wake it
+            claims.run_some()
+
         # workers run in a copy of the caller's context (settings held in context variables, e.g. MLI's build)
         with blas_single_thread():
             pool = _executor()
             for _ in range(min(threads, len(blocks)) - 1):
-                pool.submit(contextvars.copy_context().run, claims.run_some)
+                pool.submit(contextvars.copy_context().run, worker)
             claims.run_some()  # the caller takes blocks too: every block is claimed once it returns
             for ev in claims.done:  # only blocks a running worker holds are waited for
                 ev.wait()

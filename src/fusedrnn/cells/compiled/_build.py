@@ -14,7 +14,7 @@ import ctypes
 from ... import _native
 from .. import setting
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 
 
 def _bind(lib: ctypes.CDLL) -> None:
@@ -24,6 +24,10 @@ def _bind(lib: ctypes.CDLL) -> None:
         fn.restype = ctypes.c_int
     lib.fusedrnn_pool_stats.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.fusedrnn_pool_stats.restype = ctypes.c_int
+    lib.fusedrnn_thread_cpu.argtypes = []
+    lib.fusedrnn_thread_cpu.restype = ctypes.c_int
+    lib.fusedrnn_leave_cpu.argtypes = [ctypes.c_int]
+    lib.fusedrnn_leave_cpu.restype = ctypes.c_int
     # the onnxruntime custom operators (_ort_bridge.h)
     lib.fusedrnn_bridge_add.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_long]
     lib.fusedrnn_bridge_add.restype = ctypes.c_long

@@ -277,6 +277,6 @@ static void f32_gemv_rows(const float *R, int G, int H, long K, const int32_t *p
 #include "_kernel_body.h"
 #undef FAST
 
-int fusedrnn_abi_version(void) { return 9; }
+int fusedrnn_abi_version(void) { return 10; }
 
 #include "_ort_bridge.h"

@@ -199,6 +199,22 @@ def pool_stats() -> dict[str, int] | None:
     return dict(zip(POOL_STATS, out, strict=True))
 
 
+def current_cpu() -> int:
+    """The CPU the calling thread runs on (-1 without the kernel, or where the system does not say): a caller
+    records it before it wakes helper threads, which then :func:`leave_cpu` it."""
+    lib = _build.load()
+    return -1 if lib is None else int(lib.fusedrnn_thread_cpu())
+
+
+def leave_cpu(cpu: int) -> None:
+    """Moves the calling thread to another of its CPUs when it runs on ``cpu`` (a helper thread just woken by a
+    caller on that CPU: woken threads tend to start on their waker's CPU, where the two then take turns). As the
+    kernel's own pool helpers do; counted in :func:`pool_stats` as ``moved``."""
+    lib = _build.load()
+    if lib is not None and cpu >= 0:
+        lib.fusedrnn_leave_cpu(cpu)
+
+
 @contextlib.contextmanager
 def thread_limit(n: int) -> Iterator[None]:
     """Calls made by this Python thread inside the block use at most ``n`` threads: the compiled float loops, the

@@ -24,13 +24,15 @@ from fusedrnn import _native
 from fusedrnn._native import build
 from fusedrnn.cells.compiled import _build
 from fusedrnn.cells.rounded import driver as rounded_driver
+from fusedrnn.targets import micro_lstm
 from fusedrnn.targets.litert import _compiled as litert_compiled
 from fusedrnn.targets.mli import _compiled as mli_compiled
 from fusedrnn.targets.quark import _compiled as quark_compiled
 
 TESTS = Path(__file__).resolve().parent
 LIBRARIES = {"kernel": _build.KERNEL, "rounded": rounded_driver.LIBRARY, "mli": mli_compiled._LOOP.kernel,
-             "litert": litert_compiled._LOOP.kernel, "quark": quark_compiled._LOOP.kernel}
+             "litert": litert_compiled._LOOP.kernel, "quark": quark_compiled._LOOP.kernel,
+             "micro": micro_lstm._LOOP.kernel}
 COMPILER = build.find_compiler()
 needs_compiler = pytest.mark.skipif(COMPILER is None, reason="no C compiler")
 

@@ -62,7 +62,10 @@ LIBRARIES: dict[str, NativeLibrary] = {lib.name: lib for lib in (
     # every float32 product and sum rounded on its own, as the NumPy engines do
     NativeLibrary("rounded", "cells/rounded/_rounded.c", (), "fusedrnn_rounded_abi", ("-ffp-contract=off",)),
     NativeLibrary("mli", "targets/mli/_kernel.c", ("targets/_int8_dot.h",), "mli_abi_version"),
-    NativeLibrary("litert", "targets/litert/_kernel.c", ("targets/_int8_dot.h",), "litert_abi_version"),
+    NativeLibrary("litert", "targets/litert/_kernel.c", ("targets/_int8_dot.h", "targets/_tflite_requant.h"),
+                  "litert_abi_version"),
+    NativeLibrary("micro", "targets/_micro_lstm.c", ("targets/_int8_dot.h", "targets/_tflite_requant.h"),
+                  "micro_abi_version"),
     # float32 tanhf must not be fused into FMAs; int64 wraps around as in NumPy
     NativeLibrary("quark", "targets/quark/_kernel.c", (), "quark_abi_version",
                   ("-ffp-contract=off", "-fwrapv", "-fno-fast-math", "-fno-trapping-math")),
@@ -73,7 +76,7 @@ LIBRARIES: dict[str, NativeLibrary] = {lib.name: lib for lib in (
     NativeLibrary("libm", "numerics/_libm.c", (), "fusedrnn_libm_abi",
                   ("-ffp-contract=off", "-fno-fast-math", "-fno-tree-vectorize")),
 )}
-"""The seven C libraries, by the name the loader and the manifest use."""
+"""The eight C libraries, by the name the loader and the manifest use."""
 
 
 @dataclass(frozen=True)

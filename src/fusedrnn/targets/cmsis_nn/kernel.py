@@ -36,6 +36,7 @@ from ...errors import AttributeValueError, ShapeError
 from ...numerics import core
 from ...numerics.int_matmul import IntMatrix
 from ...numerics.sigmoid_lut import Lut16
+from .. import micro_lstm
 from ..tflite_quant import QuantizedLstm, TflmLstmParams
 
 ARM_CMSIS_NN_SUCCESS = 0
@@ -190,13 +191,34 @@ class CmsisLstm:
             return requantize_s64(acc, m, s)
         return requantize(core.wrap(acc, 32) if wrap else acc, m, s)
 
-    def run(self, x: np.ndarray, h: np.ndarray | None, c: np.ndarray) -> tuple[np.ndarray, tuple]:
+    def micro_spec(self) -> micro_lstm.MicroLstmSpec:
+        """This kernel as the compiled loop reads it (:mod:`fusedrnn.targets.micro_lstm`)."""
+        p, H = self.p, self.H
+        cells = (self.cell_lo, self.cell_hi)
+        return micro_lstm.MicroLstmSpec(
+            wide=self.variant == "s16", fc_kind="mbqm" if self.variant == "s8" else "requantize_s64", sat_rec=False,
+            sat_ig=False, W=self.W.b, R=self.R.b, in_bias=self.eff_in, rec_bias=self.eff_h,
+            in_req=tuple((self.in_m[g * H], self.in_s[g * H]) for g in range(4)),
+            rec_req=tuple((self.h_m[g * H], self.h_s[g * H]) for g in range(4)),
+            fc_req=(p.forget_to_cell_multiplier, p.forget_to_cell_shift),
+            ic_req=(p.input_to_cell_multiplier, p.input_to_cell_shift), hid_req=(p.output_multiplier, p.output_shift),
+            tables=tuple(t.table for t in self.tables), tanh_c=self.tanh_cell.table, zp_h=p.output_offset,
+            act_range=(self.out_lo, self.out_hi), cell_ranges=(cells, cells))
+
+    def run(self, x: np.ndarray, h: np.ndarray | None, c: np.ndarray, *, engine: str = "auto") -> tuple[np.ndarray,
+                                                                                                      tuple]:
+        """``engine``: "auto" (the compiled loop where it loads and takes the parameters), "numpy" or
+        "compiled"."""
         x = np.asarray(x)
         if x.ndim != 3 or x.shape[2] != self.I:
             raise ShapeError(f"x: expected [T, B, {self.I}], got {x.shape}")
         T, B, _ = x.shape
         H, p = self.H, self.p
         dt = _ACT_DTYPE[self.variant]
+        plan = micro_lstm.plan_of(self, engine) if T else None
+        if plan is not None:
+            return micro_lstm.run(micro_lstm.library(engine), plan, x, None if h is None else np.asarray(h, dt),
+                                  np.asarray(c, np.int16).reshape(B, H))
         gin = core.clamp(self._fc(self.W, x.reshape(T * B, self.I), self.eff_in, self.in_m, self.in_s, self.wrap_in),
                      -32768, 32767).reshape(T, B, 4 * H)
         c = np.asarray(c, np.int64).reshape(B, H)

@@ -33,6 +33,7 @@ from ...errors import ShapeError, UnsupportedFeatureError
 from ...numerics import core
 from ...numerics.int_matmul import IntMatrix
 from ...numerics.sigmoid_lut import Lut16
+from .. import micro_lstm
 from ..tflite_quant import QuantizedLstm, TflmLstmParams
 
 _F32 = np.float32
@@ -154,9 +155,25 @@ class TflmLstm:
         return core.clamp(h, self.act_lo, self.act_hi).astype(self.q.dtype)
 
     # ---- the sequence ---------------------------------------------------------------------------------------
-    def run(self, x: np.ndarray, state=None, *, reverse: bool = False) -> tuple[np.ndarray, tuple]:
+    def micro_spec(self) -> micro_lstm.MicroLstmSpec:
+        """This kernel as the compiled loop reads it (:mod:`fusedrnn.targets.micro_lstm`)."""
+        p, H = self.params, self.H
+        clip = (-p.quantized_cell_clip, p.quantized_cell_clip) if p.cell_clip > 0 else (-32768, 32767)
+        per_gate = lambda m: tuple((m.Q[g * H], m.shift[g * H]) for g in range(4))  # noqa: E731
+        return micro_lstm.MicroLstmSpec(
+            wide=self.x_bits == 64, fc_kind="mbqm" if self.x_bits == 32 else "mbqm64", sat_rec=True, sat_ig=True,
+            W=self.W.b, R=self.R.b, in_bias=self.in_bias, rec_bias=self.rec_bias, in_req=per_gate(self._in_mbqm),
+            rec_req=per_gate(self._rec_mbqm), fc_req=(self._forget_cell.Q, self._forget_cell.shift),
+            ic_req=(self._input_cell.Q, self._input_cell.shift), hid_req=(self._hidden.Q, self._hidden.shift),
+            tables=(self.sigmoid.table, self.sigmoid.table, self.cell_act.table, self.sigmoid.table),
+            tanh_c=self.tanh_cell.table, zp_h=self.q.h_zp, act_range=(self.act_lo, self.act_hi),
+            cell_ranges=((-32768, 32767), clip))
+
+    def run(self, x: np.ndarray, state=None, *, reverse: bool = False, engine: str = "auto") -> tuple[np.ndarray,
+                                                                                                     tuple]:
         """x [T, B, I] activation codes; ``state`` (h [B, H], c [B, H]) or None (the reset state). Returns
-        (y [T, B, H], (h, c)); ``reverse`` walks time backwards (each output at its own time index)."""
+        (y [T, B, H], (h, c)); ``reverse`` walks time backwards (each output at its own time index). ``engine``:
+        "auto" (the compiled loop where it loads and takes the kernel's constants), "numpy" or "compiled"."""
         x = np.asarray(x)
         if x.ndim != 3 or x.shape[2] != self.I:
             raise ShapeError(f"x: expected [T, B, {self.I}], got {x.shape}")
@@ -164,6 +181,9 @@ class TflmLstm:
         h, c = self.initial_state(B) if state is None else state
         H = self.H
         p = self.params
+        plan = micro_lstm.plan_of(self, engine) if T else None
+        if plan is not None:
+            return micro_lstm.run(micro_lstm.library(engine), plan, x, np.asarray(h, self.q.dtype), c, reverse)
         gin = self._input_fc(x.reshape(T * B, self.I)).reshape(T, B, 4 * H) if T else None
         hq = np.asarray(h, self.q.dtype)
         c = np.asarray(c, np.int64)

@@ -132,42 +132,54 @@ int64_t micro_requant(int32_t kind, int64_t acc, int64_t Q, int64_t S) { return 
  * multiple of 16; tmp: scratch of N int32) */
 #if defined(__AVX512BW__)
 #include <immintrin.h>
-/* vpmaddwd: a broadcast pair of x times 16 columns' pairs, int32 sums over a chunk, then int64 (NV vectors of 16
- * columns at a time, independent chains) */
-#define PAIRS_TILE(NV)                                                                                            \
+/* vpmaddwd: a broadcast pair of x times 16 columns' pairs; RB rows x NV vectors of 16 columns at a time (each
+ * weight vector loaded once for RB rows), int32 sums over a chunk of pairs, then added to the int64 output */
+#define PAIRS_TILE(RB, NV)                                                                                        \
     do {                                                                                                          \
-        __m512i lo[4], hi[4];                                                                                     \
-        for (int v = 0; v < (NV); v++) lo[v] = hi[v] = _mm512_setzero_si512();                                    \
         for (int k0 = 0; k0 < Kp / 2; k0 += PAIR_CHUNK) {                                                         \
             const int k1 = k0 + PAIR_CHUNK < Kp / 2 ? k0 + PAIR_CHUNK : Kp / 2;                                   \
-            __m512i s[4];                                                                                         \
-            for (int v = 0; v < (NV); v++) s[v] = _mm512_setzero_si512();                                         \
+            __m512i s[4][4];                                                                                      \
+            for (int q = 0; q < (RB); q++)                                                                        \
+                for (int v = 0; v < (NV); v++) s[q][v] = _mm512_setzero_si512();                                  \
             for (int kp = k0; kp < k1; kp++) {                                                                    \
-                const __m512i xb = _mm512_set1_epi32(xp[kp]);                                                     \
                 const int16_t *w = P + ((int64_t)kp * N + j) * 2;                                                 \
-                for (int v = 0; v < (NV); v++)                                                                    \
-                    s[v] = _mm512_add_epi32(s[v], _mm512_madd_epi16(xb, _mm512_loadu_si512(w + 32 * v)));         \
+                __m512i wv[4];                                                                                    \
+                for (int v = 0; v < (NV); v++) wv[v] = _mm512_loadu_si512(w + 32 * v);                            \
+                for (int q = 0; q < (RB); q++) {                                                                  \
+                    const __m512i xb = _mm512_set1_epi32(xp[(int64_t)q * (Kp / 2) + kp]);                         \
+                    for (int v = 0; v < (NV); v++) s[q][v] = _mm512_add_epi32(s[q][v], _mm512_madd_epi16(xb, wv[v])); \
+                }                                                                                                 \
             }                                                                                                     \
-            for (int v = 0; v < (NV); v++) {                                                                      \
-                lo[v] = _mm512_add_epi64(lo[v], _mm512_cvtepi32_epi64(_mm512_castsi512_si256(s[v])));             \
-                hi[v] = _mm512_add_epi64(hi[v], _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(s[v], 1)));       \
-            }                                                                                                     \
-        }                                                                                                         \
-        for (int v = 0; v < (NV); v++) {                                                                          \
-            _mm512_storeu_si512(o + j + 16 * v, lo[v]);                                                           \
-            _mm512_storeu_si512(o + j + 16 * v + 8, hi[v]);                                                       \
+            for (int q = 0; q < (RB); q++)                                                                        \
+                for (int v = 0; v < (NV); v++) {                                                                  \
+                    int64_t *o = out + (int64_t)(r + q) * N + j + 16 * v;                                         \
+                    __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(s[q][v]));                          \
+                    __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(s[q][v], 1));                    \
+                    if (k0) {                                                                                     \
+                        lo = _mm512_add_epi64(lo, _mm512_loadu_si512(o));                                         \
+                        hi = _mm512_add_epi64(hi, _mm512_loadu_si512(o + 8));                                     \
+                    }                                                                                             \
+                    _mm512_storeu_si512(o, lo);                                                                   \
+                    _mm512_storeu_si512(o + 8, hi);                                                               \
+                }                                                                                                 \
         }                                                                                                         \
     } while (0)
 
 static void pairs_gemm(const int16_t *restrict x, int Kp, const int16_t *restrict P, int N, int R,
                        int64_t *restrict out, int32_t *restrict tmp) {
     (void)tmp;
-    for (int r = 0; r < R; r++) {
+    int r = 0;
+    for (; r + 4 <= R; r += 4) {
         const int32_t *xp = (const int32_t *)(x + (int64_t)r * Kp);
-        int64_t *o = out + (int64_t)r * N;
         int j = 0;
-        for (; j + 64 <= N; j += 64) PAIRS_TILE(4);
-        for (; j < N; j += 16) PAIRS_TILE(1);
+        for (; j + 64 <= N; j += 64) PAIRS_TILE(4, 4);
+        for (; j < N; j += 16) PAIRS_TILE(4, 1);
+    }
+    for (; r < R; r++) {
+        const int32_t *xp = (const int32_t *)(x + (int64_t)r * Kp);
+        int j = 0;
+        for (; j + 64 <= N; j += 64) PAIRS_TILE(1, 4);
+        for (; j < N; j += 16) PAIRS_TILE(1, 1);
     }
 }
 #undef PAIRS_TILE

@@ -12,6 +12,7 @@ loop runs. Results are the NumPy loops' to the bit (tests/test_micro_lstm.py).
 from __future__ import annotations
 
 import ctypes
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -170,6 +171,28 @@ class Plan:
         return arr.ctypes.data
 
 
+_local = threading.local()
+REUSE_MAX_BYTES = 64 << 20
+"""Largest scratch buffer a thread keeps for its next call (fresh pages cost more than the loop at S2)."""
+
+
+def _scratch(sizes: tuple) -> tuple[np.ndarray, list[int]]:
+    """A buffer holding areas of ``sizes`` bytes (64-byte aligned, uninitialised) and their addresses: this
+    thread's buffer of an earlier call where large enough (a call's scratch is its own until it returns)."""
+    starts, end = [], 0
+    for n in sizes:
+        starts.append(end)
+        end += -(-n // 64) * 64
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.size < end + 64:
+        buf = np.empty(end + 64, np.uint8)
+        if buf.size <= REUSE_MAX_BYTES:
+            _local.buf = buf
+    base = buf.ctypes.data
+    base += -base % 64
+    return buf, [base + s for s in starts]
+
+
 def plan_of(kernel, engine: str = "auto") -> Plan | None:
     """The compiled loop's plan of ``kernel`` (an object with ``micro_spec()``, kept on it as ``_micro_plan``) when
     ``engine`` runs the compiled loop and it takes the kernel's constants; None: the NumPy loop (the reason is kept
@@ -200,13 +223,15 @@ def run(lib, plan: Plan, x: np.ndarray, h0: np.ndarray | None, c0: np.ndarray, r
     if h0 is not None:
         h[:, :H] = h0
     c = np.array(c0, np.int32, order="C").reshape(B, H)
-    bufs = [h, c, np.zeros((ts * B, a.Ki), np.int16), np.empty((ts * B, k4), np.uint8),
-            np.empty((ts * B, a.N), np.int32), np.empty((ts * B, a.N), np.int64), np.empty((ts * B, 4 * H), np.int32),
-            np.empty((B, 4 * H), np.int32)]
-    a.h, a.c, a.xs, a.xu, a.acc32, a.acc64, a.gin, a.pre = (b.ctypes.data for b in bufs)
+    R = ts * B
+    sizes = (2 * R * a.Ki, R * k4, 4 * R * a.N, 8 * R * a.N, 16 * R * H, 16 * B * H)
+    scratch, (a.xs, a.xu, a.acc32, a.acc64, a.gin, a.pre) = _scratch(sizes)
+    ctypes.memset(a.xs, 0, sizes[0])  # the rows' padding column stays 0
+    a.h, a.c = h.ctypes.data, c.ctypes.data
     a.T, a.B, a.ts, a.first_rec = T, B, ts, int(h0 is not None)
     xc = np.ascontiguousarray(x, dt)
     y = np.empty((T, B, H), dt)
     lib.micro_lstm(ctypes.byref(a), xc.ctypes.data, y.ctypes.data, int(reverse))
+    del scratch  # held until the loop returned
     hq = h[:, :H].astype(dt) if T else (np.asarray(h0, dt) if h0 is not None else None)
     return y, (hq, c.astype(np.int16))

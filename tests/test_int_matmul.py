@@ -323,7 +323,7 @@ def _no_scan(monkeypatch):
     def boom(x):
         raise AssertionError("operand scanned")
 
-    monkeypatch.setattr(im, "_scan_absmax", boom)
+    monkeypatch.setattr(im, "scan_absmax", boom)
 
 
 def test_int8_k1024_needs_no_scan(monkeypatch):
@@ -349,8 +349,8 @@ def test_absmax_arguments_skip_scans(monkeypatch):
 def test_scanned_bounds_pick_float32(monkeypatch):
     # int32 operands with small values: one scan each proves float32
     calls = []
-    real = im._scan_absmax
-    monkeypatch.setattr(im, "_scan_absmax", lambda x: calls.append(x.shape) or real(x))
+    real = im.scan_absmax
+    monkeypatch.setattr(im, "scan_absmax", lambda x: calls.append(x.shape) or real(x))
     a = np.full((2, 100), -7, np.int32)
     b = np.full((100, 9), 11, np.int32)
     np.testing.assert_array_equal(int_matmul(a, b), np.full((2, 9), -7700))

@@ -191,3 +191,61 @@ def test_long_sums_at_the_extremes():
         _check(TflmLstm(q), x, msg=activation)
         _check(CmsisLstm(params_from_quantized(q), "s8" if activation == "int8" else "s16"), x, None,
                np.zeros((2, H), np.int16), msg=activation)
+
+
+def _api_params(H: int, I: int, T: int, B: int, bias_fn=None):  # noqa: E741
+    """CMSIS-NN parameters as a user of its API writes them (the plain structures, any values)."""
+    from fusedrnn.targets.cmsis_nn.api import LstmGate, LstmParams
+
+    rng = np.random.default_rng(0)
+
+    def gate(g):
+        bias = rng.integers(-2000, 2000, H) if bias_fn is None else bias_fn(g)
+        return LstmGate((1 << 30) + 1, -3, rng.integers(-128, 128, (H, I)).astype(np.int8), bias, 1 << 30, -3,
+                        rng.integers(-128, 128, (H, H)).astype(np.int8), rng.integers(-2000, 2000, H))
+
+    return LstmParams(True, B, T, I, H, 0, 1 << 30, -14, 1 << 30, -14, 0, -12, 1 << 30, -15, 0, *(gate(g)
+                                                                                                  for g in range(4)))
+
+
+@pytest.mark.parametrize("variant", ["s8", "s16"])
+def test_sdk_api_edge_cases_agree_with_numpy(variant):
+    """Found in review: no inputs (the pairs' product wrote nothing, and a reused scratch buffer was read), no
+    units (an IndexError), an effective bias of INT64_MIN (np.abs keeps it negative, so no bound caught it), all
+    through CMSIS-NN's API with the default engine, after a call that filled the thread's scratch."""
+    from fusedrnn.targets.cmsis_nn import api
+
+    fn, dt = (api.lstm_unidirectional_s8, np.int8) if variant == "s8" else (api.lstm_unidirectional_s16, np.int16)
+
+    def run(p, engine):
+        T, B, I, H = p.time_steps, p.batch_size, p.input_size, p.hidden_size  # noqa: E741
+        out = np.zeros(T * B * H, dt)
+        ctx = api.LstmContext(np.zeros(B * H, np.int16), np.full(B * H, 3, dt))
+        with micro_lstm.use_engine(engine):
+            fn(np.arange(T * B * I).astype(dt), out, p, ctx)
+        return out, ctx.cell_state, ctx.hidden_state
+
+    run(_api_params(40, 60, 20, 8), "auto")  # leaves this thread's scratch full of values
+    huge = lambda g: np.where(np.arange(4) == 0, np.int64(-(1 << 63)), 100) if g == 1 else np.full(4, 100)  # noqa
+    for p in (_api_params(5, 0, 4, 3), _api_params(0, 3, 4, 3), _api_params(4, 3, 3, 2, huge)):
+        for a, b in zip(run(p, "numpy"), run(p, "auto"), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_values_beyond_their_types_run_as_the_numpy_loop_reads_them():
+    """Found in review: codes in a wider array beyond int8, and a cell beyond int16, are used as given by the NumPy
+    loops (no cast); the compiled loop declines such calls instead of wrapping them. A flat h [B*H] works too."""
+    rng = np.random.default_rng(21)
+    q = random_quantized(rng, "int8")
+    H, I = q.hidden_size, q.input_size  # noqa: E741
+    x = random_codes(rng, (4, 2, I), "int8").astype(np.int32)
+    x[0, 0, 0] = 300
+    h = random_codes(rng, (2, H), "int8")
+    c = rng.integers(-32768, 32768, (2, H)).astype(np.int64)
+    for kernel in (TflmLstm(q), CmsisLstm(params_from_quantized(q), "s8")):
+        for xs, cs in ((x, c), (x.clip(-128, 127), c + 100000)):
+            args = (xs, (h, cs)) if isinstance(kernel, TflmLstm) else (xs, h, cs)
+            _same(kernel.run(*args, engine="numpy"), kernel.run(*args, engine="compiled"))
+    k = CmsisLstm(params_from_quantized(q), "s8")
+    xc = x.clip(-128, 127).astype(np.int8)
+    _check(k, xc, h.reshape(-1), c.astype(np.int16))

@@ -156,8 +156,9 @@ def _check_out(out, shape: tuple, dt: np.dtype) -> None:
         raise ValueError("out: the array is read-only")
 
 
-def _scan_absmax(x: np.ndarray) -> int:
-    """max |x| of an integer array as a Python int (two reductions, no temporaries; 0 for an empty array)."""
+def scan_absmax(x: np.ndarray) -> int:
+    """max |x| of an integer array as a Python int (two reductions, no temporaries; 0 for an empty array), exact
+    where ``np.abs`` is not (|INT64_MIN| stays negative in int64)."""
     if x.size == 0:
         return 0
     hi = int(x.max())
@@ -410,9 +411,9 @@ def _operand_bounds(a, b, k, a_absmax, b_absmax) -> tuple[int, int]:
         if k * amax * bmax <= EXACT_FLOAT32_LIMIT:
             break
         if i == 0:
-            amax = _scan_absmax(a)
+            amax = scan_absmax(a)
         else:
-            bmax = _scan_absmax(b)
+            bmax = scan_absmax(b)
     return amax, bmax
 
 
@@ -493,7 +494,7 @@ class IntMatrix:
         given = _absmax_arg(b_absmax, "b_absmax")
         self.b = b.copy()
         self.b.flags.writeable = False
-        self.b_absmax: int = _scan_absmax(self.b) if given is None else given
+        self.b_absmax: int = scan_absmax(self.b) if given is None else given
         self.k, self.n = b.shape[-2], b.shape[-1]
         self.shape = b.shape
         self.dtype = exact_float_dtype(self.k, self.a_absmax, self.b_absmax)
@@ -537,7 +538,7 @@ class IntMatrix:
             return True, amax
         if not check:
             return True, min(self.a_absmax, cap)
-        amax = _scan_absmax(a)
+        amax = scan_absmax(a)
         return amax <= cap, amax
 
     def _check_a(self, a) -> np.ndarray:

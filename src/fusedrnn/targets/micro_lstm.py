@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _native
 from ..cells.compiled import _build
+from ..numerics.int_matmul import scan_absmax
 
 ABI = 1
 INPUT_BLOCK_ROWS = 256
@@ -111,7 +112,7 @@ class Plan:
         W, R = np.asarray(s.W), np.asarray(s.R)
         I, G4 = W.shape  # noqa: E741
         H = G4 // 4
-        if G4 != 4 * H or R.shape != (H, G4) or max(I, H) >= 1 << 16:
+        if G4 != 4 * H or R.shape != (H, G4) or max(I, H) >= 1 << 16 or min(I, H) == 0:
             raise PlanUnsupported(f"weights [{I}, {G4}] / {R.shape}")
         for name, m in (("W", W), ("R", R)):
             if m.dtype.kind not in "iu" or (m.size and (m.min() < -128 or m.max() > 127)):
@@ -123,7 +124,7 @@ class Plan:
         a.H, a.I, a.wide, a.fc_kind, a.sat_rec, a.sat_ig = H, I, int(s.wide), kind, int(s.sat_rec), int(s.sat_ig)
         for k, (req, bias, K) in enumerate(((s.in_req, biases[0], I), (s.rec_req, biases[1], H))):
             qs, ss = (a.in_q, a.in_s) if k == 0 else (a.rec_q, a.rec_s)
-            bound = K * amax * 128 + int(np.abs(bias).max(initial=0))  # |sum + bias|
+            bound = K * amax * 128 + scan_absmax(bias)  # |sum + bias|
             if kind == 0 and bound >= 1 << 62:
                 raise PlanUnsupported("FC bias beyond int64 sums")
             if kind != 0 and bound >= 1 << 47:
@@ -202,6 +203,8 @@ def plan_of(kernel, engine: str = "auto") -> Plan | None:
     plan = getattr(kernel, "_micro_plan", None)
     if plan is None:
         try:
+            if min(kernel.I, kernel.H) == 0:
+                raise PlanUnsupported("no inputs or no units")
             plan = Plan(kernel.micro_spec())
         except PlanUnsupported as exc:
             plan, kernel._micro_reason = False, str(exc)
@@ -209,14 +212,30 @@ def plan_of(kernel, engine: str = "auto") -> Plan | None:
     return plan or None
 
 
+def _holds(a, dtype) -> bool:
+    """Whether every value of ``a`` is a ``dtype`` value (the loop reads the codes in their own type)."""
+    a = np.asarray(a)
+    if a.dtype == dtype:
+        return True
+    if a.dtype.kind not in "iu":
+        return False
+    info = np.iinfo(dtype)
+    return a.size == 0 or (info.min <= int(a.min()) and int(a.max()) <= info.max)
+
+
 def run(lib, plan: Plan, x: np.ndarray, h0: np.ndarray | None, c0: np.ndarray, reverse: bool = False):
     """The loop over x [T, B, I] (int8 / int16 activation codes) from h0 [B, H] (None: no recurrent term at the
     first step, CMSIS-NN's NULL hidden state) and the int16 cell c0 [B, H]; ``reverse`` walks time backwards (each
     output at its own time index). Returns (y [T, B, H], (h [B, H], c int16 [B, H])), y and h in the activation
-    dtype: what the kernel's NumPy loop returns."""
+    dtype: what the kernel's NumPy loop returns; None (nothing run) where x, h0 or c0 hold values outside their
+    types."""
     a = MicroArgs.from_buffer_copy(plan.args)
     T, B, _ = x.shape
     H, dt = a.H, (np.int16 if a.wide else np.int8)
+    if not (_holds(x, dt) and (h0 is None or _holds(h0, dt)) and _holds(c0, np.int16)):
+        return None  # codes outside their type (a wider array): the NumPy loop uses them as given
+    if h0 is not None:
+        h0 = np.asarray(h0).reshape(B, H)
     ts = max(1, min(T, INPUT_BLOCK_ROWS // max(B, 1)))
     k4 = -(-max(a.Ki, a.Kh) // 4) * 4
     h = np.zeros((B, a.Kh), np.int16)

@@ -34,7 +34,7 @@ import numpy as np
 
 from ...errors import AttributeValueError, ShapeError
 from ...numerics import core
-from ...numerics.int_matmul import IntMatrix
+from ...numerics.int_matmul import IntMatrix, scan_absmax
 from ...numerics.sigmoid_lut import Lut16
 from .. import micro_lstm
 from ..tflite_quant import QuantizedLstm, TflmLstmParams
@@ -176,7 +176,7 @@ class CmsisLstm:
         self.h_s = np.repeat([g.hidden_shift for g in gates], H)
         if variant == "s16":
             self.in_m, self.h_m = reduce_multiplier(self.in_m), reduce_multiplier(self.h_m)
-        bound = lambda K, b: K * 128 * 128 + int(np.abs(b).max(initial=0))  # noqa: E731 - int32 accumulators (s8)
+        bound = lambda K, b: K * 128 * 128 + scan_absmax(b)  # noqa: E731 - int32 accumulators (s8)
         self.wrap_in = variant == "s8" and bound(I, self.eff_in) >= 2**31
         self.wrap_h = variant == "s8" and bound(H, self.eff_h) >= 2**31
         self.tables = [Lut16("tanh" if g.activation_type == ARM_TANH else "logistic", 0) for g in gates]
@@ -216,9 +216,11 @@ class CmsisLstm:
         H, p = self.H, self.p
         dt = _ACT_DTYPE[self.variant]
         plan = micro_lstm.plan_of(self, engine) if T else None
-        if plan is not None:
-            return micro_lstm.run(micro_lstm.library(engine), plan, x, None if h is None else np.asarray(h, dt),
-                                  np.asarray(c, np.int16).reshape(B, H))
+        if plan is not None:  # h in its type as below; x and c as given (run declines values beyond their types)
+            out = micro_lstm.run(micro_lstm.library(engine), plan, x, None if h is None else np.asarray(h, dt),
+                                 np.asarray(c).reshape(B, H))
+            if out is not None:
+                return out
         gin = core.clamp(self._fc(self.W, x.reshape(T * B, self.I), self.eff_in, self.in_m, self.in_s, self.wrap_in),
                      -32768, 32767).reshape(T, B, 4 * H)
         c = np.asarray(c, np.int64).reshape(B, H)

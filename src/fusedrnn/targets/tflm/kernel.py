@@ -31,7 +31,7 @@ import numpy as np
 
 from ...errors import ShapeError, UnsupportedFeatureError
 from ...numerics import core
-from ...numerics.int_matmul import IntMatrix
+from ...numerics.int_matmul import IntMatrix, scan_absmax
 from ...numerics.sigmoid_lut import Lut16
 from .. import micro_lstm
 from ..tflite_quant import QuantizedLstm, TflmLstmParams
@@ -104,7 +104,7 @@ class TflmLstm:
         self._forget_cell, self._input_cell, self._hidden = (_Mbqm(*qs, 32) for qs in (p.forget_cell, p.input_cell,
                                                                                        p.hidden))
         # int32 accumulators of the 8-bit variant wrap (C++ int32) only beyond this bound
-        bound = lambda K, bias: K * 128 * 255 + int(np.abs(bias).max(initial=0))  # noqa: E731
+        bound = lambda K, bias: K * 128 * 255 + scan_absmax(bias)  # noqa: E731
         self.wrap_in = self.x_bits == 32 and bound(I, self.in_bias) >= 2**31
         self.wrap_rec = self.x_bits == 32 and bound(H, self.rec_bias) >= 2**31
         self.sigmoid = Lut16("logistic", 0)
@@ -182,8 +182,10 @@ class TflmLstm:
         H = self.H
         p = self.params
         plan = micro_lstm.plan_of(self, engine) if T else None
-        if plan is not None:
-            return micro_lstm.run(micro_lstm.library(engine), plan, x, np.asarray(h, self.q.dtype), c, reverse)
+        if plan is not None:  # h in its type as below; x and c as given (run declines values beyond their types)
+            out = micro_lstm.run(micro_lstm.library(engine), plan, x, np.asarray(h, self.q.dtype), c, reverse)
+            if out is not None:
+                return out
         gin = self._input_fc(x.reshape(T * B, self.I)).reshape(T, B, 4 * H) if T else None
         hq = np.asarray(h, self.q.dtype)
         c = np.asarray(c, np.int64)

@@ -106,27 +106,31 @@ static void fc_block(int kind, const int32_t *restrict acc32, const int64_t *res
             }
         else
             for (int k = 0; k < n; k++) {
-                const int64_t v = mbqm(wrap32((int64_t)acc32[k] + bias[k]), Q, S, 0);
+                const int64_t v = fc_requant(0, (int64_t)acc32[k] + bias[k], Q, S);
                 out[k] = (int32_t)(sat ? clamp16(v) : v);
             }
-    } else if (kind == 1) {
-        const int64_t qr = Q < 0x7FFF0000 ? (Q + (1 << 15)) >> 16 : 0x7FFF, total = 15 - S;
-        const int64_t nudge = (int64_t)1 << (total - 1);
+    } else if (kind == 1) { /* fc_requant with a constant kind: its loop-invariant parts leave the loop */
         for (int k = 0; k < n; k++) {
-            const int64_t v = wrap32(((acc[k] + bias[k]) * qr + nudge) >> total);
+            const int64_t v = fc_requant(1, acc[k] + bias[k], Q, S);
             out[k] = (int32_t)(sat ? clamp16(v) : v);
         }
     } else {
-        const int64_t sh = 14 - S;
         for (int k = 0; k < n; k++) {
-            const int64_t v = wrap32(wrap32(((acc[k] + bias[k]) * Q) >> sh) + 1) >> 1;
+            const int64_t v = fc_requant(2, acc[k] + bias[k], Q, S);
             out[k] = (int32_t)(sat ? clamp16(v) : v);
         }
     }
 }
 
-/* fc_requant itself, for the tests (tests/test_micro_lstm.py: against numerics.core and the CMSIS-NN port) */
-int64_t micro_requant(int32_t kind, int64_t acc, int64_t Q, int64_t S) { return fc_requant(kind, acc, Q, S); }
+/* fc_block on one sum, for the tests (tests/test_micro_lstm.py: against numerics.core and the CMSIS-NN port): the
+ * loops' own code, the vectorised MBQM where 0 < Q < 2^31 included */
+int64_t micro_requant(int32_t kind, int64_t acc, int64_t Q, int64_t S) {
+    const int32_t acc32 = (int32_t)wrap32(acc);
+    const int64_t bias = 0;
+    int32_t out;
+    fc_block(kind, &acc32, &acc, &bias, Q, S, 1, 0, &out);
+    return out;
+}
 
 /* out[r, n] = sum_k x[r, k] P[k / 2, n, k % 2] exactly, for int16 rows x [R, Kp] (Kp even) and pairs P (N a
  * multiple of 16; tmp: scratch of N int32) */

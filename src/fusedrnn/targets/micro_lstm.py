@@ -12,7 +12,6 @@ loop runs. Results are the NumPy loops' to the bit (tests/test_micro_lstm.py).
 from __future__ import annotations
 
 import ctypes
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +19,8 @@ import numpy as np
 from .. import _native
 from ..cells.compiled import _build
 from ..numerics.int_matmul import scan_absmax
+from . import scratch
+from .int8_dot import in_int8, quad_offsets, row_groups
 
 ABI = 1
 INPUT_BLOCK_ROWS = 256
@@ -90,14 +91,6 @@ class PlanUnsupported(Exception):
     """Constants the compiled loop does not reproduce exactly (the NumPy loop runs the kernel)."""
 
 
-def _groups(w: np.ndarray, n_pad: int, n: int, dtype) -> np.ndarray:
-    """Integer matrix [K, N] -> [ceil(K/n), n_pad, n] (rows k in groups of n, zero padded)."""
-    K, N = w.shape
-    p = np.zeros((-(-K // n) * n, n_pad), dtype)
-    p[:K, :N] = w
-    return np.ascontiguousarray(p.reshape(-1, n, n_pad).transpose(0, 2, 1))
-
-
 def _int(v, lo: int, hi: int, what: str) -> int:
     v = int(v)
     if not lo <= v <= hi:
@@ -115,7 +108,7 @@ class Plan:
         if G4 != 4 * H or R.shape != (H, G4) or max(I, H) >= 1 << 16 or min(I, H) == 0:
             raise PlanUnsupported(f"weights [{I}, {G4}] / {R.shape}")
         for name, m in (("W", W), ("R", R)):
-            if m.dtype.kind not in "iu" or (m.size and (m.min() < -128 or m.max() > 127)):
+            if not in_int8(m):
                 raise PlanUnsupported(f"{name}: weights outside int8")
         kind = FC_KINDS[s.fc_kind]
         amax = 32768 if s.wide else 128
@@ -152,13 +145,11 @@ class Plan:
         a.Ki, a.Kh, a.N = I + (I & 1), H + (H & 1), -(-G4 // 16) * 16
         self.keep = []
         a.in_bias, a.rec_bias = self._ptr(biases[0]), self._ptr(biases[1])
-        a.Wp, a.Rp = self._ptr(_groups(W, a.N, 2, np.int16)), self._ptr(_groups(R, a.N, 2, np.int16))
-        if not s.wide:  # vpdpbusd quads and offsets (used where the build has VNNI)
+        a.Wp, a.Rp = self._ptr(row_groups(W, a.N, 2, np.int16)), self._ptr(row_groups(R, a.N, 2, np.int16))
+        if not s.wide:  # vpdpbusd quads and offsets (used where the build has VNNI; K < 2^16)
             for m, qn, on in ((W, "W8", "Woff"), (R, "R8", "Roff")):
-                off = np.zeros(a.N, np.int32)
-                off[:G4] = -128 * m.astype(np.int64).sum(axis=0)  # |off| < 2^31: K < 2^16
-                setattr(a, qn, self._ptr(_groups(m, a.N, 4, np.int8)))
-                setattr(a, on, self._ptr(off))
+                setattr(a, qn, self._ptr(row_groups(m, a.N, 4, np.int8)))
+                setattr(a, on, self._ptr(quad_offsets(m, a.N)))
         tables = [np.asarray(t) for t in (*s.tables, s.tanh_c)]
         if any(t.shape != (65536,) or t.min() < -32768 or t.max() > 32767 for t in tables):
             raise PlanUnsupported("activation tables of 65536 int16 values expected")
@@ -170,28 +161,6 @@ class Plan:
         arr = np.ascontiguousarray(arr)
         self.keep.append(arr)
         return arr.ctypes.data
-
-
-_local = threading.local()
-REUSE_MAX_BYTES = 64 << 20
-"""Largest scratch buffer a thread keeps for its next call (fresh pages cost more than the loop at S2)."""
-
-
-def _scratch(sizes: tuple) -> tuple[np.ndarray, list[int]]:
-    """A buffer holding areas of ``sizes`` bytes (64-byte aligned, uninitialised) and their addresses: this
-    thread's buffer of an earlier call where large enough (a call's scratch is its own until it returns)."""
-    starts, end = [], 0
-    for n in sizes:
-        starts.append(end)
-        end += -(-n // 64) * 64
-    buf = getattr(_local, "buf", None)
-    if buf is None or buf.size < end + 64:
-        buf = np.empty(end + 64, np.uint8)
-        if buf.size <= REUSE_MAX_BYTES:
-            _local.buf = buf
-    base = buf.ctypes.data
-    base += -base % 64
-    return buf, [base + s for s in starts]
 
 
 def plan_of(kernel, engine: str = "auto") -> Plan | None:
@@ -224,7 +193,7 @@ def _holds(a, dtype) -> bool:
 
 
 def run(lib, plan: Plan, x: np.ndarray, h0: np.ndarray | None, c0: np.ndarray, reverse: bool = False):
-    """The loop over x [T, B, I] (int8 / int16 activation codes) from h0 [B, H] (None: no recurrent term at the
+    """The loop over x [T, B, I] (T >= 1) (int8 / int16 activation codes) from h0 [B, H] (None: no recurrent term at the
     first step, CMSIS-NN's NULL hidden state) and the int16 cell c0 [B, H]; ``reverse`` walks time backwards (each
     output at its own time index). Returns (y [T, B, H], (h [B, H], c int16 [B, H])), y and h in the activation
     dtype: what the kernel's NumPy loop returns; None (nothing run) where x, h0 or c0 hold values outside their
@@ -244,13 +213,12 @@ def run(lib, plan: Plan, x: np.ndarray, h0: np.ndarray | None, c0: np.ndarray, r
     c = np.array(c0, np.int32, order="C").reshape(B, H)
     R = ts * B
     sizes = (2 * R * a.Ki, R * k4, 4 * R * a.N, 8 * R * a.N, 16 * R * H, 16 * B * H)
-    scratch, (a.xs, a.xu, a.acc32, a.acc64, a.gin, a.pre) = _scratch(sizes)
+    buf, (a.xs, a.xu, a.acc32, a.acc64, a.gin, a.pre) = scratch.areas("micro", sizes)
     ctypes.memset(a.xs, 0, sizes[0])  # the rows' padding column stays 0
     a.h, a.c = h.ctypes.data, c.ctypes.data
     a.T, a.B, a.ts, a.first_rec = T, B, ts, int(h0 is not None)
     xc = np.ascontiguousarray(x, dt)
     y = np.empty((T, B, H), dt)
     lib.micro_lstm(ctypes.byref(a), xc.ctypes.data, y.ctypes.data, int(reverse))
-    del scratch  # held until the loop returned
-    hq = h[:, :H].astype(dt) if T else (np.asarray(h0, dt) if h0 is not None else None)
-    return y, (hq, c.astype(np.int16))
+    del buf  # held until the loop returned
+    return y, (h[:, :H].astype(dt), c.astype(np.int16))

@@ -306,7 +306,7 @@ static void pool_leave_cpu(pool_move_t *m) {
 
 /* The same for threads outside the pool: the SDK targets' row and direction splits run their blocks on Python
  * threads, woken by a caller on CPU cc (fusedrnn_thread_cpu). Woken threads tend to start on their waker's CPU,
- * where the two then take turns: a batch-1 Quark call's two directions took 2.2 ms so instead of 1.3 ms. */
+ * where the two then take turns: a batch-1 Quark call's two directions took 2.2 ms instead of 1.3 ms. */
 int fusedrnn_thread_cpu(void) { return sched_getcpu(); }
 
 int fusedrnn_leave_cpu(int cc) {

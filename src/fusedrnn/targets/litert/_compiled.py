@@ -16,6 +16,7 @@ import numpy as np
 
 from ... import _native
 from ...cells.compiled import _build
+from ..int8_dot import in_int8, quad_offsets, row_groups
 from .slots import PROJECTION_WEIGHTS
 
 ABI = 6
@@ -89,25 +90,15 @@ def _req_table(req, G: int, H: int) -> np.ndarray:
     return np.ascontiguousarray(np.stack([q, left, right, nudge, (right > 0).astype(np.int64)]), np.int64)
 
 
-def _groups(w: np.ndarray, n_pad: int, n: int, dtype) -> np.ndarray:
-    """Integer matrix [K, N] -> [ceil(K/n), n_pad, n] (rows k in groups of n, zero padded)."""
-    K, N = w.shape
-    p = np.zeros((-(-K // n) * n, n_pad), dtype)
-    p[:K, :N] = w
-    return np.ascontiguousarray(p.reshape(-1, n, n_pad).transpose(0, 2, 1))
-
-
 def _mat(plan, w: np.ndarray, n_pad: int) -> Mat:
     """int8 matrix [K, N] in the layouts of the C ``dots``: int16 pairs of rows (vpmaddwd), int8 quads of rows
     (vpdpbusd) and off[j] = -128 * sum_k w[k, j], the start of the accumulators that undoes the +128 offset of the
     unsigned operand (see _kernel.c)."""
     w = np.asarray(w)
-    if w.dtype.kind not in "iu" or (w.size and (w.min() < -128 or w.max() > 127)):
+    if not in_int8(w):
         raise PlanUnsupported("the compiled loop takes weights in the int8 range")
-    off = np.zeros(n_pad, np.int64)
-    off[:w.shape[1]] = -128 * w.astype(np.int64).sum(axis=0)
-    return Mat(plan._ptr(_groups(w, n_pad, 2, np.int16)), plan._ptr(_groups(w, n_pad, 4, np.int8)),
-               plan._ptr(off.astype(np.int32)))  # |off| <= 128 * 128 * K < 2^31 (K < 2^17: checked)
+    return Mat(plan._ptr(row_groups(w, n_pad, 2, np.int16)), plan._ptr(row_groups(w, n_pad, 4, np.int8)),
+               plan._ptr(quad_offsets(w, n_pad)))  # |off| <= 128 * 128 * K < 2^31 (K < 2^17: checked)
 
 
 def _scalar_req(req) -> tuple[int, int]:

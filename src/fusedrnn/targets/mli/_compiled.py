@@ -18,6 +18,7 @@ import numpy as np
 
 from ... import _native
 from ...cells.compiled import _build
+from ..int8_dot import in_int8, quad_offsets, row_groups
 
 ABI = 5
 
@@ -164,15 +165,10 @@ def quad_packed_int8(W2: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     rounded up to a multiple of 4, np = N rounded up to a multiple of 16, zero-padded. None when a weight is
     outside int8 or K >= 2^17 (|off| < 2^31 needs K * 128 * 128 < 2^31)."""
     W2 = np.asarray(W2)
-    K, N = W2.shape
-    if K >= 1 << 17 or (W2.size and (W2.min() < -128 or W2.max() > 127)):
+    if W2.shape[0] >= 1 << 17 or not in_int8(W2):
         return None
-    n_pad = padded_columns(N)
-    Q = np.zeros((-(-K // 4) * 4, n_pad), np.int8)
-    Q[:K, :N] = W2
-    off = np.zeros(n_pad, np.int32)
-    off[:N] = -128 * W2.astype(np.int64).sum(axis=0)
-    return np.ascontiguousarray(Q.reshape(-1, 4, n_pad).transpose(0, 2, 1)), off
+    n_pad = padded_columns(W2.shape[1])
+    return row_groups(W2, n_pad, 4, np.int8), quad_offsets(W2, n_pad)
 
 
 def i8_products(lib, x8: np.ndarray, pairs: np.ndarray, quads: tuple[np.ndarray, np.ndarray], out: np.ndarray,
@@ -195,7 +191,4 @@ def i8_scratch_bytes(R: int, K: int) -> int:
 def pair_packed_int16(W2: np.ndarray) -> np.ndarray:
     """Stacked weights [K, N] -> int16 [Kp / 2, np, 2] with P[k // 2, n, k % 2] = W[k, n], zero-padded to Kp = K
     rounded up to even and np = N rounded up to a multiple of 16 (the layout of the kernel's ``gemm32``)."""
-    K, N = W2.shape
-    P = np.zeros((even(K), padded_columns(N)), np.int16)
-    P[:K, :N] = W2
-    return np.ascontiguousarray(P.reshape(-1, 2, P.shape[1]).transpose(0, 2, 1))
+    return row_groups(W2, padded_columns(W2.shape[1]), 2, np.int16)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import ctypes
 import math
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from ... import conventions
+from .. import scratch
 from . import _arith as A
 from . import _compiled as C
 from . import dense as D
@@ -129,26 +129,13 @@ def _mat(cache: dict | None, key: str, W, flavor: str):
     return m
 
 
-REUSE_MAX_BYTES = 32 << 20
-"""Largest partials buffer a thread keeps for its next call (fresh pages cost ~0.5 ms per call on S2)."""
-_buffers = threading.local()
-
-
 def _partials_buffer(shape: tuple, dtype, tag: str | None) -> np.ndarray:
-    """An uninitialised array for the compiled path's partials: this thread's buffer of the last call with the same
-    ``tag`` when it is large enough (the partials live only during one cell call: the kernel reads them and no
-    result refers to them), else a new one, kept when at most :data:`REUSE_MAX_BYTES`."""
+    """An uninitialised array for the compiled path's partials in this thread's buffer for ``tag``
+    (:func:`fusedrnn.targets.scratch.thread_buffer`: the partials live only during one cell call, the kernel reads
+    them and no result refers to them)."""
     dtype = np.dtype(dtype)
     n = math.prod(shape) * dtype.itemsize
-    if tag is None or n > REUSE_MAX_BYTES:
-        return np.empty(shape, dtype)
-    pool = getattr(_buffers, "pool", None)
-    if pool is None:
-        pool = _buffers.pool = {}
-    buf = pool.get(tag)
-    if buf is None or buf.size < n:
-        buf = pool[tag] = np.empty(n, np.uint8)
-    return buf[:n].view(dtype).reshape(shape)
+    return scratch.thread_buffer(tag, n)[:n].view(dtype).reshape(shape)
 
 
 def _input_partials(x, Wi, bias, pair0, flavor, full_accu, mode, mat=None, lib=None, cache=None, tag=None):
@@ -541,25 +528,11 @@ def _call_base(a, r0, reverse, valid, h, G, out: RealOut | None = None):
     a.h, a.Y = h.ctypes.data, None if Y is None else Y.ctypes.data
     if direct:
         a.yf, a.ldy, a.y_zp, a.y_scale = out.y.ctypes.data, out.y.strides[0] // 4, out.zero_point, out.scale
-    a.hk, a.acc, a.acc32, a.tmp, a.xu = _scratch(keep, "loop", 2 * B * a.Kp, 8 * B * G * M,
-                                                  4 * B * C.padded_columns(G * M), 8 * B * 8 * M,
-                                                  B * (-(-M // 4) * 4))
+    buf, (a.hk, a.acc, a.acc32, a.tmp, a.xu) = scratch.areas("mli loop", (
+        2 * B * a.Kp, 8 * B * G * M, 4 * B * C.padded_columns(G * M), 8 * B * 8 * M, B * (-(-M // 4) * 4)))
+    keep.refs.append(buf)
     ctypes.memset(a.hk, 0, 2 * B * a.Kp)  # hk's padding column stays 0
     return keep, h, Y
-
-
-def _scratch(keep, tag: str, *sizes: int) -> list[int]:
-    """Addresses of scratch areas of ``sizes`` bytes (each 64-byte aligned, uninitialised) in one buffer: this
-    thread's buffer for ``tag`` (see :func:`_partials_buffer`), held by ``keep`` for the call."""
-    starts, end = [], 0
-    for n in sizes:
-        starts.append(end)
-        end += -(-n // 64) * 64
-    buf = _partials_buffer((end + 64,), np.uint8, tag)
-    keep.refs.append(buf)
-    base = buf.ctypes.data
-    base += -base % 64
-    return [base + s for s in starts]
 
 
 def _base(flavor, mode, r0, M, reverse, wrap, valid, h, G, out: RealOut | None = None):
